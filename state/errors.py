@@ -1,0 +1,34 @@
+"""Errors raised by the checkpoint engine.
+
+Every error carries structured attributes (the state, the table, the checkpoint)
+and a sentence on what to do next, so a caller never parses a message.
+"""
+
+from __future__ import annotations
+
+
+class EpochalStateError(Exception):
+    """Base of every error raised by ``state/``."""
+
+    def __init__(self, message: str, *, action: str | None = None, **context: object) -> None:
+        self.message = message
+        self.action = action
+        self.context = context
+        text = message if action is None else f"{message} Operator action: {action}"
+        super().__init__(text)
+
+
+class StateDescriptorError(EpochalStateError):
+    """A state descriptor is malformed (bad name, bad schema, bad TTL)."""
+
+
+class StateSchemaError(EpochalStateError):
+    """Values written to a state do not match its declared schema."""
+
+
+class MaxParallelismMismatch(EpochalStateError):
+    """A state table was created with another maximum parallelism than requested."""
+
+
+class StateTableNotFound(EpochalStateError):
+    """A state table or one of its versions is missing."""

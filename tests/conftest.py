@@ -1,0 +1,19 @@
+"""Shared fixtures: one SparkSession (Delta configured) for the whole test session."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import SparkSettings
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from state.session import build_spark_session
+
+    session = build_spark_session(
+        SparkSettings(master="local[2]", parallelism=2, shuffle_partitions=2, driver_memory="2g"),
+        app_name="epochal-tests",
+    )
+    yield session
+    session.stop()
