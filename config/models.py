@@ -1,58 +1,263 @@
-"""Placeholder models; replaced by the full configuration (loader, validation) next."""
+"""The settings models: one frozen, strict pydantic model per section of the YAML file.
+
+Every field has a description; ``config.docs`` turns them into docs/configuration.md.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta, timezone
 from enum import Enum
+from pathlib import Path
+from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from config.fields import (
+    Float,
+    Host,
+    Int,
+    LocalPath,
+    Location,
+    Name,
+    NonNegativeDuration,
+    PositiveDuration,
+    SparkConf,
+    SparkMaster,
+    JvmMemory,
+    TypeLabel,
+    UtcDatetime,
+)
+from config.paths import join_location, resolve_path
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Base of every settings model: immutable, unknown keys refused, no NaN/inf."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, validate_default=True)
 
 
 class CheckpointMode(str, Enum):
+    """How a checkpoint stores state: references to Delta versions, or a full copy."""
+
     INCREMENTAL = "incremental"
     FULL = "full"
 
 
 class Granularity(str, Enum):
+    """The width of one epoch (one time-window partition)."""
+
     HOURLY = "hourly"
     DAILY = "daily"
 
 
 class SparkSettings(_Strict):
-    master: str = "local[*]"
-    parallelism: int = Field(default=2, ge=1)
-    max_parallelism: int = Field(default=128, ge=1, le=32768)
-    shuffle_partitions: int | None = Field(default=None, ge=1)
-    ui_enabled: bool = False
-    driver_memory: str = "2g"
-    conf: dict[str, str] = Field(default_factory=dict)
+    """The SparkSession every epoch runs in (one per run)."""
+
+    master: SparkMaster = Field(default="local[*]", description="Spark master URL.")
+    parallelism: Int = Field(
+        default=2, ge=1, description="Parallelism of the pipeline (operator-state subtasks, default Spark parallelism)."
+    )
+    max_parallelism: Int = Field(
+        default=128,
+        ge=1,
+        le=32768,
+        description="Number of key groups keyed state is split into; the largest parallelism a restore can rescale to.",
+    )
+    shuffle_partitions: Int | None = Field(
+        default=None,
+        ge=1,
+        description="spark.sql.shuffle.partitions; null means max(parallelism, local cores).",
+    )
+    ui_enabled: bool = Field(default=False, description="Start the Spark web UI.")
+    driver_memory: JvmMemory = Field(default="2g", description="spark.driver.memory, e.g. 512m, 2g.")
+    conf: SparkConf = Field(
+        default_factory=dict,
+        description="Extra Spark properties, applied last (they override everything above).",
+    )
+
+    @field_validator("max_parallelism")
+    @classmethod
+    def _max_covers_parallelism(cls, value: int, info: ValidationInfo) -> int:
+        """max_parallelism bounds parallelism: it is the number of key groups."""
+        parallelism = info.data.get("parallelism")
+        if parallelism is not None and value < parallelism:
+            raise ValueError(f"must be >= spark.parallelism ({parallelism})")
+        return value
 
 
 class CheckpointSettings(_Strict):
-    dir: str = "data/checkpoints"
-    retain: int = Field(default=3, ge=1)
-    interval_epochs: int = Field(default=1, ge=1)
-    timeout_s: float = Field(default=600, gt=0)
-    tolerable_failures: int = Field(default=0, ge=0)
-    mode: CheckpointMode = CheckpointMode.INCREMENTAL
-    max_concurrent: int = Field(default=1, ge=1)
-    min_pause_s: float = Field(default=0, ge=0)
-    stats_history: int = Field(default=1000, ge=1)
+    """Checkpointing: where checkpoints live, how often they are taken, how many are kept."""
+
+    dir: Location = Field(
+        default="data/checkpoints",
+        description="Checkpoint storage root (path or fsspec URL): chk-<id>/_metadata, shared/, savepoints/.",
+    )
+    savepoints_dir: Location | None = Field(
+        default=None,
+        description="Where savepoints are written; null means <checkpoints.dir>/savepoints.",
+    )
+    retain: Int = Field(default=3, ge=1, description="Completed checkpoints to keep; older ones are subsumed.")
+    interval_epochs: Int = Field(default=1, ge=1, description="Take a checkpoint every this many epochs.")
+    timeout_s: Float = Field(
+        default=600, gt=0, description="Seconds a pending checkpoint may wait for its acks before it expires."
+    )
+    tolerable_failures: Int = Field(
+        default=0, ge=0, description="Consecutive failed checkpoints tolerated before the pipeline fails."
+    )
+    mode: CheckpointMode = Field(
+        default=CheckpointMode.INCREMENTAL,
+        description="incremental: reference Delta table versions; full: copy every state table.",
+    )
+    max_concurrent: Int = Field(default=1, ge=1, description="Checkpoints that may be pending at the same time.")
+    min_pause_s: Float = Field(
+        default=0, ge=0, description="Minimum seconds between the end of one checkpoint and the next trigger."
+    )
+    stats_history: Int = Field(default=1000, ge=1, description="Checkpoints whose statistics are kept.")
+
+    @property
+    def effective_savepoints_dir(self) -> str:
+        """The savepoints directory: ``savepoints_dir``, or ``<dir>/savepoints`` when unset."""
+        return self.savepoints_dir if self.savepoints_dir is not None else join_location(self.dir, "savepoints")
 
 
 class PartitionSettings(_Strict):
-    start: datetime = datetime(2026, 11, 1, tzinfo=timezone.utc)
-    granularity: Granularity = Granularity.HOURLY
+    """Time-window partitions: one epoch per window, from ``start`` on."""
+
+    granularity: Granularity = Field(default=Granularity.HOURLY, description="Width of a partition window.")
+    start: UtcDatetime = Field(
+        default=datetime(2026, 11, 1, tzinfo=timezone.utc),
+        description="First partition (UTC; a naive time is read as UTC); must be on a window boundary.",
+    )
+
+    @field_validator("start")
+    @classmethod
+    def _aligned(cls, value: datetime, info: ValidationInfo) -> datetime:
+        """The start must be on a window boundary of the granularity (in UTC)."""
+        granularity = info.data.get("granularity")
+        on_hour = value.minute == 0 and value.second == 0 and value.microsecond == 0
+        if granularity is Granularity.HOURLY and not on_hour:
+            raise ValueError("must be on the hour for hourly partitions (like 2026-11-01T13:00:00Z)")
+        if granularity is Granularity.DAILY and not (on_hour and value.hour == 0):
+            raise ValueError("must be midnight UTC for daily partitions (like 2026-11-01)")
+        return value
+
+
+class ClickstreamSettings(_Strict):
+    """The example clickstream pipeline: dedupe, sessions, watermark."""
+
+    dedupe_ttl: PositiveDuration = Field(
+        default=timedelta(days=7), description="How long an event_id is remembered for deduplication."
+    )
+    session_gap: PositiveDuration = Field(
+        default=timedelta(minutes=30), description="A gap longer than this between a user's events starts a new session."
+    )
+    allowed_lateness: NonNegativeDuration = Field(
+        default=timedelta(hours=1), description="The watermark is the largest event time seen minus this."
+    )
+
+
+class DagsterSettings(_Strict):
+    """Dagster: instance directory, webserver, schedule."""
+
+    home: LocalPath | None = Field(
+        default=None, description="DAGSTER_HOME (a local directory); null means an ephemeral instance or $DAGSTER_HOME."
+    )
+    webserver_host: Host = Field(default="127.0.0.1", description="Address `epochal ui` binds the webserver to.")
+    webserver_port: Int = Field(default=3000, ge=1, le=65535, description="Port of the Dagster webserver.")
+    schedule_enabled: bool = Field(default=True, description="Start the per-window schedule running.")
 
 
 class Settings(_Strict):
-    pipeline: str = "clickstream"
-    landing: str = "data/landing"
-    warehouse: str = "data/warehouse"
-    checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings)
-    partitions: PartitionSettings = Field(default_factory=PartitionSettings)
-    spark: SparkSettings = Field(default_factory=SparkSettings)
+    """A deployment's whole configuration (the YAML file's top level)."""
+
+    pipeline: Name = Field(default="clickstream", description="Name of the pipeline to run.")
+    landing: Location = Field(default="data/landing", description="Input root (path or fsspec URL).")
+    warehouse: Location = Field(default="data/warehouse", description="Output root: one Delta table per sink.")
+    checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings, description="Checkpointing.")
+    partitions: PartitionSettings = Field(default_factory=PartitionSettings, description="Time-window partitions.")
+    spark: SparkSettings = Field(default_factory=SparkSettings, description="Spark session.")
+    clickstream: ClickstreamSettings = Field(
+        default_factory=ClickstreamSettings, description="Example clickstream pipeline."
+    )
+    dagster: DagsterSettings = Field(default_factory=DagsterSettings, description="Dagster.")
+
+    def resolve_paths(self, base: str | Path, *, per_key: Mapping[str, str | Path] | None = None) -> Settings:
+        """A copy with every relative plain path made absolute (see ``config.paths``).
+
+        ``base`` is the directory relative paths are taken from; ``per_key`` gives
+        another base for some dotted keys (the loader uses it for values set by
+        environment variables, which are relative to the working directory).
+        """
+        per_key = per_key or {}
+        updates: dict[tuple[str, ...], str] = {}
+        for key in path_keys():
+            value = self.get(key)
+            if isinstance(value, str):
+                updates[tuple(key.split("."))] = resolve_path(value, per_key.get(key, base))
+        return _with_updates(self, updates)
+
+    def get(self, key: str) -> Any:
+        """The value at a dotted key such as ``checkpoints.retain``; KeyError if there is none."""
+        node: Any = self
+        for part in key.split("."):
+            if not isinstance(node, BaseModel) or part not in type(node).model_fields:
+                raise KeyError(key)
+            node = getattr(node, part)
+        return node
+
+
+SECTIONS: tuple[type[_Strict], ...] = (
+    Settings,
+    CheckpointSettings,
+    PartitionSettings,
+    SparkSettings,
+    ClickstreamSettings,
+    DagsterSettings,
+)
+
+
+def section_model(annotation: Any) -> type[BaseModel] | None:
+    """The settings model an annotation refers to (a nested section), or None for a leaf."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def iter_fields(model: type[BaseModel] = Settings, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every leaf field as ``(dotted key, FieldInfo)``, sections expanded, in declaration order."""
+    for name, info in model.model_fields.items():
+        nested = section_model(info.annotation)
+        if nested is not None:
+            yield from iter_fields(nested, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", info
+
+
+def type_label(info: Any) -> TypeLabel | None:
+    """The TypeLabel attached to a field (directly or inside ``X | None``), if any."""
+    for meta in info.metadata:
+        if isinstance(meta, TypeLabel):
+            return meta
+    for arg in get_args(info.annotation):
+        for meta in getattr(arg, "__metadata__", ()):
+            if isinstance(meta, TypeLabel):
+                return meta
+    return None
+
+
+def path_keys() -> tuple[str, ...]:
+    """Dotted keys of every location field (the ones relative-path resolution applies to)."""
+    return tuple(key for key, info in iter_fields() if (label := type_label(info)) is not None and label.path)
+
+
+def _with_updates(model: BaseModel, updates: Mapping[tuple[str, ...], Any]) -> Any:
+    """A copy of a frozen model with values replaced at nested field paths."""
+    own = {path[0]: value for path, value in updates.items() if len(path) == 1}
+    nested: dict[str, dict[tuple[str, ...], Any]] = {}
+    for path, value in updates.items():
+        if len(path) > 1:
+            nested.setdefault(path[0], {})[path[1:]] = value
+    for name, sub in nested.items():
+        own[name] = _with_updates(getattr(model, name), sub)
+    return model.model_copy(update=own)
