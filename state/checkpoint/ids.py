@@ -1,0 +1,112 @@
+"""Checkpoint id counters (Flink's CheckpointIDCounter): durable and monotonic.
+
+Two processes never get the same id. :class:`FileIdCounter` claims ids by
+creating ``<dir>/<n>`` exclusively (O_CREAT|O_EXCL on local disks, an
+if-absent create on stores that support it); a claim succeeds for exactly one
+process. Claims are contiguous, so a new id is larger than every id claimed
+before it, by any process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import socket
+import threading
+from typing import Any, Protocol, runtime_checkable
+
+from fsspec.core import url_to_fs
+
+from state.checkpoint.errors import CheckpointStorageError
+from state.ids import CheckpointId
+
+FIRST_ID = 1
+
+
+@runtime_checkable
+class CheckpointIdCounter(Protocol):
+    """Allocates checkpoint ids: unique, strictly increasing, never reused."""
+
+    def next_id(self) -> CheckpointId:
+        """Claim and return the next id."""
+        ...
+
+    def last_id(self) -> CheckpointId | None:
+        """The highest id claimed so far (by anyone), or None if none was."""
+        ...
+
+
+class InMemoryIdCounter:
+    """A counter for one process (tests, throwaway pipelines)."""
+
+    def __init__(self, start: int = FIRST_ID) -> None:
+        self._next = start
+        self._lock = threading.Lock()
+
+    def next_id(self) -> CheckpointId:
+        with self._lock:
+            claimed, self._next = self._next, self._next + 1
+        return CheckpointId(claimed)
+
+    def last_id(self) -> CheckpointId | None:
+        return CheckpointId(self._next - 1) if self._next > FIRST_ID else None
+
+
+class FileIdCounter:
+    """A durable counter safe across processes: one claim file per id under ``directory_url``."""
+
+    def __init__(self, directory_url: str, storage_options: dict[str, Any] | None = None) -> None:
+        self._url = directory_url
+        self._fs, self._dir = url_to_fs(directory_url, **(storage_options or {}))
+        self._dir = self._dir.rstrip("/")
+        self._last: int | None = None
+        self._lock = threading.Lock()
+
+    def next_id(self) -> CheckpointId:
+        with self._lock:
+            candidate = self._first_candidate()
+            while not self._claim(candidate):
+                candidate = max(candidate + 1, self._highest_claimed() + 1)
+            self._last = candidate
+        return CheckpointId(candidate)
+
+    def last_id(self) -> CheckpointId | None:
+        highest = self._highest_claimed()
+        return CheckpointId(highest) if highest >= FIRST_ID else None
+
+    def _first_candidate(self) -> int:
+        if self._last is None:
+            return max(FIRST_ID, self._highest_claimed() + 1)
+        return self._last + 1
+
+    def _highest_claimed(self) -> int:
+        try:
+            names = self._fs.ls(self._dir, detail=False)
+        except FileNotFoundError:
+            return FIRST_ID - 1
+        except OSError as exc:
+            raise CheckpointStorageError(
+                f"Could not list claimed checkpoint ids at {self._url}: {exc}.",
+                action="check the checkpoint storage is reachable.",
+                path=self._url,
+            ) from exc
+        ids = [int(base) for base in (posixpath.basename(str(n).rstrip("/")) for n in names) if base.isdigit()]
+        return max(ids, default=FIRST_ID - 1)
+
+    def _claim(self, candidate: int) -> bool:
+        path = f"{self._dir}/{candidate}"
+        owner = json.dumps({"pid": os.getpid(), "host": socket.gethostname()}).encode()
+        try:
+            self._fs.makedirs(self._dir, exist_ok=True)
+            with self._fs.open(path, "xb") as handle:
+                handle.write(owner)
+        except FileExistsError:
+            return False
+        except (OSError, ValueError) as exc:
+            raise CheckpointStorageError(
+                f"Could not claim checkpoint id {candidate} at {self._url}: {exc}.",
+                action="check the checkpoint storage is writable and supports exclusive create.",
+                path=f"{self._url.rstrip('/')}/{candidate}",
+            ) from exc
+        return True

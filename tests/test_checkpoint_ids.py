@@ -1,0 +1,83 @@
+"""Checkpoint id counters: one contract suite over every counter, and several OS processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import uuid
+
+import pytest
+
+from state.checkpoint.errors import CheckpointStorageError
+from state.checkpoint.ids import CheckpointIdCounter, FileIdCounter, InMemoryIdCounter
+
+
+@pytest.fixture(params=["in-memory", "file-memory-fs", "file-local"])
+def make_counter(request, tmp_path):
+    """A factory of counters sharing one durable location (in-memory: one shared counter)."""
+    if request.param == "in-memory":
+        shared = InMemoryIdCounter()
+        return lambda: shared
+    url = f"memory://ids-{uuid.uuid4().hex}/ids" if request.param == "file-memory-fs" else str(tmp_path / "ids")
+    return lambda: FileIdCounter(url)
+
+
+def test_is_a_counter(make_counter) -> None:
+    assert isinstance(make_counter(), CheckpointIdCounter)
+
+
+def test_starts_at_one_and_increases(make_counter) -> None:
+    counter = make_counter()
+    assert counter.last_id() is None
+    assert [counter.next_id() for _ in range(5)] == [1, 2, 3, 4, 5]
+    assert counter.last_id() == 5
+
+
+def test_two_counters_on_one_location_never_share_an_id(make_counter) -> None:
+    first, second = make_counter(), make_counter()
+    taken = [first.next_id(), second.next_id(), second.next_id(), first.next_id(), first.next_id()]
+    assert taken == sorted(taken) and len(set(taken)) == len(taken)
+
+
+def test_durable_across_instances(make_counter) -> None:
+    counter = make_counter()
+    for _ in range(3):
+        counter.next_id()
+    assert make_counter().next_id() == 4
+
+
+def test_file_counter_skips_ids_claimed_elsewhere(tmp_path) -> None:
+    stale, other = FileIdCounter(str(tmp_path)), FileIdCounter(str(tmp_path))
+    assert stale.next_id() == 1
+    for _ in range(10):
+        other.next_id()
+    assert stale.next_id() == 12
+
+
+def test_file_counter_unwritable_location_is_a_storage_error(tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(CheckpointStorageError, match="Could not (claim|list claimed) checkpoint id"):
+        FileIdCounter(str(blocker / "ids")).next_id()
+
+
+def _claim_many(url: str, count: int, out) -> None:
+    counter = FileIdCounter(url)
+    out.put([int(counter.next_id()) for _ in range(count)])
+
+
+def test_concurrent_processes_never_get_the_same_id(tmp_path) -> None:
+    processes, per_process = 4, 40
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    workers = [context.Process(target=_claim_many, args=(str(tmp_path / "ids"), per_process, queue))
+               for _ in range(processes)]
+    for worker in workers:
+        worker.start()
+    results = [queue.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    every = [i for ids in results for i in ids]
+    assert len(every) == len(set(every)) == processes * per_process
+    assert all(ids == sorted(ids) and len(set(ids)) == len(ids) for ids in results)
+    assert sorted(every) == list(range(1, processes * per_process + 1))  # claims are contiguous
