@@ -1,0 +1,64 @@
+"""Wiring: a coordinator from ``CheckpointSettings`` with durable or in-memory parts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from config.models import CheckpointSettings
+from state.checkpoint.clock import Clock
+from state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
+from state.checkpoint.failure import CheckpointFailureManager, StorageFailureStateRepository
+from state.checkpoint.hooks import MasterTriggerRestoreHook
+from state.checkpoint.ids import FileIdCounter, InMemoryIdCounter
+from state.checkpoint.stats import CheckpointStatsTracker, InMemoryStatsHistory, JsonLinesStatsHistory
+from state.checkpoint.storage import CheckpointStorage
+from state.checkpoint.store import DeltaCompletedCheckpointStore, InMemoryCompletedCheckpointStore
+
+
+def create_coordinator(
+    settings: CheckpointSettings,
+    *,
+    spark: Any,
+    clock: Clock,
+    hooks: Sequence[MasterTriggerRestoreHook] = (),
+    savepoints_url: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> CheckpointCoordinator:
+    """The production coordinator: files under ``settings.dir``, the Delta store, durable ids, stats, failures.
+
+    Savepoints go to ``savepoints_url``, else ``settings.savepoints_dir``, else ``<dir>/savepoints``.
+    """
+    storage = CheckpointStorage(settings.dir, savepoints_url or settings.savepoints_dir, storage_options)
+    return CheckpointCoordinator(
+        storage=storage,
+        store=DeltaCompletedCheckpointStore(spark, storage.completed_store_url, settings.retain),
+        clock=clock,
+        id_counter=FileIdCounter(storage.ids_url, storage_options),
+        stats=CheckpointStatsTracker(JsonLinesStatsHistory(storage), settings.stats_history),
+        failures=CheckpointFailureManager(settings.tolerable_failures, StorageFailureStateRepository(storage)),
+        hooks=hooks,
+        policy=CoordinatorPolicy.from_settings(settings),
+    )
+
+
+def create_in_memory_coordinator(
+    settings: CheckpointSettings,
+    *,
+    clock: Clock,
+    hooks: Sequence[MasterTriggerRestoreHook] = (),
+    base_url: str | None = None,
+) -> CheckpointCoordinator:
+    """A coordinator for tests: fsspec memory storage, in-memory store, ids, stats and failures."""
+    storage = CheckpointStorage(base_url or f"memory://epochal-{uuid.uuid4().hex}/checkpoints")
+    return CheckpointCoordinator(
+        storage=storage,
+        store=InMemoryCompletedCheckpointStore(settings.retain),
+        clock=clock,
+        id_counter=InMemoryIdCounter(),
+        stats=CheckpointStatsTracker(InMemoryStatsHistory(), settings.stats_history),
+        failures=CheckpointFailureManager(settings.tolerable_failures),
+        hooks=hooks,
+        policy=CoordinatorPolicy.from_settings(settings),
+    )

@@ -1,0 +1,61 @@
+"""From an external pointer to a completed checkpoint (Flink's resolveCheckpointPointer).
+
+A pointer is a checkpoint id, a ``chk-<id>`` folder or a savepoint folder (or
+name). Checkpoints of this storage must be committed in the store: a
+``_metadata`` file whose commit never happened (a completion that crashed) is
+not a checkpoint. A folder of another storage (another deployment) is read
+from its ``_metadata`` alone, verified by its checksum.
+"""
+
+from __future__ import annotations
+
+from state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
+from state.checkpoint.errors import CheckpointNotFound
+from state.checkpoint.metadata import CheckpointMetadata, deserialize
+from state.checkpoint.storage import CheckpointPointer, CheckpointStorage
+from state.checkpoint.store import CompletedCheckpointStore
+
+_LIST = "list checkpoints and savepoints with `epochal checkpoints list`."
+
+
+class CheckpointResolver:
+    """Resolves pointers against one storage and its completed-checkpoint store."""
+
+    def __init__(self, storage: CheckpointStorage, store: CompletedCheckpointStore) -> None:
+        self._storage = storage
+        self._store = store
+
+    def resolve(self, pointer: str | int) -> CompletedCheckpoint:
+        """The restorable checkpoint ``pointer`` names, or CheckpointNotFound saying why not."""
+        found = self._storage.resolve_pointer(pointer)
+        if found.owned and found.checkpoint_id is not None:
+            return self._committed(found.checkpoint_id, found)
+        metadata = self.read_metadata(found.metadata_path)
+        if found.checkpoint_id is not None and found.checkpoint_id != metadata.checkpoint_id:
+            raise CheckpointNotFound(
+                f"{found.metadata_path} holds checkpoint {metadata.checkpoint_id}, not {found.checkpoint_id}.",
+                action=_LIST, pointer=found.pointer,
+            )
+        if found.owned:
+            return self._committed(metadata.checkpoint_id, found)
+        return CompletedCheckpoint(metadata=metadata, metadata_path=found.metadata_path, status=RetentionStatus.EXTERNAL)
+
+    def read_metadata(self, metadata_path: str) -> CheckpointMetadata:
+        """Read and verify one ``_metadata`` file."""
+        return deserialize(self._storage.read(metadata_path), path=metadata_path)
+
+    def _committed(self, checkpoint_id: int, found: CheckpointPointer) -> CompletedCheckpoint:
+        entry = self._store.get(checkpoint_id)
+        if entry is None:
+            raise CheckpointNotFound(
+                f"Checkpoint {checkpoint_id} ({found.pointer}) was never committed to the completed-checkpoint "
+                "store (it failed, or its completion was interrupted).",
+                action=_LIST, pointer=found.pointer, checkpoint_id=checkpoint_id,
+            )
+        if not entry.status.restorable:
+            raise CheckpointNotFound(
+                f"Checkpoint {checkpoint_id} ({found.pointer}) is {entry.status.value}: it is no longer retained "
+                "and its files may be gone.",
+                action=_LIST, pointer=found.pointer, checkpoint_id=checkpoint_id, status=entry.status.value,
+            )
+        return entry
