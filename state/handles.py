@@ -6,6 +6,7 @@ serialisable, so it can travel in acks and be written into ``_metadata``.
 
 from __future__ import annotations
 
+import warnings
 from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,6 +16,9 @@ class StateKind(str, Enum):
     KEYED = "keyed"
     OPERATOR = "operator"
     BROADCAST = "broadcast"
+
+
+warnings.filterwarnings("ignore", message='Field name "schema_json"', category=UserWarning)
 
 
 class StateHandle(BaseModel):

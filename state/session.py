@@ -57,6 +57,8 @@ def spark_conf(settings: SparkSettings, *, app_name: str = "epochal") -> dict[st
         "spark.databricks.delta.retentionDurationCheck.enabled": "false",
         "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        # MapState puts: a later entry for the same map key wins.
+        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     }
     if _is_local(settings.master):
         conf["spark.driver.host"] = "127.0.0.1"

@@ -1,0 +1,104 @@
+"""Small helpers over Delta tables: versions, bytes per commit, table properties.
+
+Sizes are read from the Delta log (the ``add`` actions of one commit and the
+table's live files), which is metadata: no state data is read to measure it.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass
+
+import fsspec
+
+# A state table keeps every version a retained checkpoint may point at: epochal's
+# own retention (not Delta's clock) decides when files go.
+LONG_RETENTION = "interval 36500 days"
+STATE_TABLE_PROPERTIES = {
+    "delta.enableDeletionVectors": "true",
+    "delta.logRetentionDuration": LONG_RETENTION,
+    "delta.deletedFileRetentionDuration": LONG_RETENTION,
+}
+
+
+def to_fs_url(path: str) -> str:
+    """A Spark/Delta path as an fsspec URL (``s3a://`` is ``s3://`` to fsspec)."""
+    if path.startswith("s3a://"):
+        return "s3://" + path[len("s3a://") :]
+    return path
+
+
+def _fs(path: str):
+    fs, root = fsspec.core.url_to_fs(to_fs_url(path))
+    return fs, root
+
+
+def delta_log_dir(path: str) -> str:
+    return posixpath.join(path.rstrip("/"), "_delta_log")
+
+
+def is_delta_table(path: str) -> bool:
+    fs, root = _fs(delta_log_dir(path))
+    return fs.exists(root)
+
+
+def commit_actions(path: str, version: int) -> list[dict]:
+    """The actions of commit ``version`` (one JSON object per line of the log file)."""
+    fs, root = _fs(posixpath.join(delta_log_dir(path), f"{version:020d}.json"))
+    with fs.open(root, "rb") as fh:
+        return [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
+
+
+def bytes_added(path: str, version: int) -> int:
+    """Bytes of data files and deletion-vector files added by commit ``version``."""
+    total = 0
+    seen_dv: set[str] = set()
+    for action in commit_actions(path, version):
+        add = action.get("add")
+        if not add:
+            continue
+        total += int(add.get("size", 0))
+        dv = add.get("deletionVector")
+        if dv and dv.get("storageType") != "i":
+            dv_id = f"{dv.get('storageType')}:{dv.get('pathOrInlineDv')}"
+            if dv_id not in seen_dv:
+                seen_dv.add(dv_id)
+                total += int(dv.get("sizeInBytes", 0))
+    return total
+
+
+@dataclass(frozen=True)
+class TableDetail:
+    version: int
+    bytes_total: int
+    num_files: int
+    properties: dict[str, str]
+
+
+def table_detail(spark, path: str) -> TableDetail:
+    """Current version, live bytes and properties of the Delta table at ``path``."""
+    from delta.tables import DeltaTable
+
+    table = DeltaTable.forPath(spark, path)
+    detail = table.detail().select("sizeInBytes", "numFiles", "properties").first()
+    version = table.history(1).select("version").first()[0]
+    return TableDetail(
+        version=int(version),
+        bytes_total=int(detail["sizeInBytes"] or 0),
+        num_files=int(detail["numFiles"] or 0),
+        properties=dict(detail["properties"] or {}),
+    )
+
+
+def current_version(spark, path: str) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+
+
+def read_version(spark, path: str, version: int | None = None):
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(path)

@@ -1,0 +1,470 @@
+"""Keyed state in Delta tables: the set-oriented backend.
+
+Every keyed state is one Delta table at ``<root>/<stage>/<state>`` with rows
+
+    key_group INT, key <key type>, namespace STRING, value <stored type>,
+    expires_at TIMESTAMP (null: no TTL), updated_epoch BIGINT
+
+A stage reads the live state as a DataFrame (expired rows hidden), joins it to
+its batch, and hands back new values. Only keys whose value changed are
+written, with one ``MERGE`` per state and epoch; deletion vectors make the
+bytes an epoch adds proportional to the keys it changed, not to the state.
+Expired rows are deleted by the next write (Flink's cleanup on write).
+
+The table records its maximum parallelism, state type and value schema in its
+Delta properties; opening it with another maximum parallelism is an error, as
+in Flink. ``snapshot`` returns a :class:`~state.handles.StateHandle` (a Delta
+version); ``restore`` brings the table back to a handle's content.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from state import delta_io
+from state.descriptors import (
+    AggregatingStateDescriptor,
+    KeyedStateDescriptor,
+    KeyedStateType,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+)
+from state.errors import MaxParallelismMismatch, StateSchemaError, StateTableNotFound
+from state.handles import StateHandle, StateKind
+from state.keygroups import DEFAULT_MAX_PARALLELISM, check_parallelism, key_group_col, subtask_col
+
+VOID_NAMESPACE = ""
+PROP_MAX_PARALLELISM = "epochal.maxParallelism"
+PROP_STATE_TYPE = "epochal.stateType"
+PROP_VALUE_TYPE = "epochal.valueType"
+PROP_KEY_TYPE = "epochal.keyType"
+_DELETE = "__epochal_delete"
+EPOCH_ZERO = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class EpochContext:
+    """The epoch being processed and its clock (the partition window end): TTL is measured on it."""
+
+    epoch: int = 0
+    now: datetime = EPOCH_ZERO
+
+
+def keyed_table_schema(descriptor: KeyedStateDescriptor) -> T.StructType:
+    return T.StructType(
+        [
+            T.StructField("key_group", T.IntegerType(), False),
+            T.StructField("key", descriptor.key_type, False),
+            T.StructField("namespace", T.StringType(), False),
+            T.StructField("value", descriptor.stored_type, True),
+            T.StructField("expires_at", T.TimestampType(), True),
+            T.StructField("updated_epoch", T.LongType(), False),
+        ]
+    )
+
+
+def _contains_map(dtype: T.DataType) -> bool:
+    if isinstance(dtype, T.MapType):
+        return True
+    if isinstance(dtype, T.ArrayType):
+        return _contains_map(dtype.elementType)
+    if isinstance(dtype, T.StructType):
+        return any(_contains_map(f.dataType) for f in dtype.fields)
+    return False
+
+
+def comparable(col: Column, dtype: T.DataType) -> Column:
+    """A form of ``col`` that supports ``<=>`` (maps are not comparable in Spark)."""
+    if isinstance(dtype, T.MapType):
+        return F.to_json(F.array_sort(F.map_entries(col)))
+    if _contains_map(dtype):
+        return F.to_json(col)
+    return col
+
+
+class KeyedStateBackend:
+    """Keyed state of one stage, kept in Delta tables under ``root/<stage>/``."""
+
+    def __init__(
+        self,
+        spark,
+        root: str,
+        stage: str,
+        *,
+        max_parallelism: int = DEFAULT_MAX_PARALLELISM,
+        context: EpochContext | None = None,
+    ) -> None:
+        check_parallelism(max_parallelism)
+        self.spark = spark
+        self.root = root.rstrip("/")
+        self.stage = stage
+        self.max_parallelism = max_parallelism
+        self.context = context or EpochContext()
+        self._opened: set[str] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def begin_epoch(self, epoch: int, now: datetime) -> None:
+        """Set the epoch and the clock used for TTL and ``updated_epoch`` of the next writes."""
+        if now.tzinfo is None:
+            raise ValueError("the epoch clock must be timezone-aware (UTC)")
+        self.context = EpochContext(epoch, now.astimezone(timezone.utc))
+
+    def table_path(self, descriptor: KeyedStateDescriptor) -> str:
+        return posixpath.join(self.root, self.stage, descriptor.name)
+
+    def open(self, descriptor: KeyedStateDescriptor) -> str:
+        """Create the state table if missing, else check it matches the descriptor; return its path."""
+        path = self.table_path(descriptor)
+        if path in self._opened:
+            return path
+        if delta_io.is_delta_table(path):
+            self._check_existing(descriptor, path)
+        else:
+            self._create(descriptor, path)
+        self._opened.add(path)
+        return path
+
+    def _properties(self, descriptor: KeyedStateDescriptor) -> dict[str, str]:
+        return {
+            **delta_io.STATE_TABLE_PROPERTIES,
+            PROP_MAX_PARALLELISM: str(self.max_parallelism),
+            PROP_STATE_TYPE: descriptor.state_type.value,
+            PROP_VALUE_TYPE: descriptor.stored_type.json(),
+            PROP_KEY_TYPE: descriptor.key_type.json(),
+        }
+
+    def _create(self, descriptor: KeyedStateDescriptor, path: str) -> None:
+        create_table(self.spark, path, keyed_table_schema(descriptor), self._properties(descriptor))
+
+    def _check_existing(self, descriptor: KeyedStateDescriptor, path: str) -> None:
+        props = delta_io.table_detail(self.spark, path).properties
+        recorded = props.get(PROP_MAX_PARALLELISM)
+        if recorded is not None and int(recorded) != self.max_parallelism:
+            raise MaxParallelismMismatch(
+                f"state {self.stage}/{descriptor.name} was created with max parallelism {recorded}, "
+                f"not {self.max_parallelism}",
+                action="keep the max parallelism a state was created with (it fixes its key groups)",
+                state=descriptor.name,
+                path=path,
+            )
+        recorded_type = props.get(PROP_STATE_TYPE)
+        if recorded_type is not None and recorded_type != descriptor.state_type.value:
+            raise StateSchemaError(
+                f"state {self.stage}/{descriptor.name} is {recorded_type} state, not {descriptor.state_type.value}",
+                action="give the new state another name, or migrate it",
+                state=descriptor.name,
+            )
+        recorded_value = props.get(PROP_VALUE_TYPE)
+        if recorded_value is not None and recorded_value != descriptor.stored_type.json():
+            raise StateSchemaError(
+                f"state {self.stage}/{descriptor.name}: value type {descriptor.stored_type.simpleString()} "
+                f"differs from the stored {T._parse_datatype_json_string(recorded_value).simpleString()}",
+                action="restore with schema migration, or give the new state another name",
+                state=descriptor.name,
+            )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _live(self, df: DataFrame) -> DataFrame:
+        now = F.lit(self.context.now).cast("timestamp")
+        return df.where(F.col("expires_at").isNull() | (F.col("expires_at") > now))
+
+    def read(self, descriptor: KeyedStateDescriptor, *, version: int | None = None) -> DataFrame:
+        """Live rows of a state: key_group, key, namespace, value, expires_at, updated_epoch."""
+        path = self.open(descriptor)
+        return self._live(delta_io.read_version(self.spark, path, version))
+
+    def read_for_parallelism(self, descriptor: KeyedStateDescriptor, parallelism: int) -> DataFrame:
+        """Live rows with the ``subtask`` owning each key group, one Spark partition per subtask range."""
+        check_parallelism(self.max_parallelism, parallelism)
+        df = self.read(descriptor).withColumn("subtask", subtask_col("key_group", self.max_parallelism, parallelism))
+        return df.repartition(parallelism, "subtask")
+
+    def values(self, descriptor: KeyedStateDescriptor) -> DataFrame:
+        """Live ``key, namespace, value``; for aggregating state the value is ``result(acc)``."""
+        df = self.read(descriptor)
+        if isinstance(descriptor, AggregatingStateDescriptor) and descriptor.result is not None:
+            df = df.withColumn("value", descriptor.result(F.col("value")))
+        return df.select("key", "namespace", "value")
+
+    def lookup(
+        self, descriptor: KeyedStateDescriptor, batch: DataFrame, key_col: str, *, namespace: str = VOID_NAMESPACE
+    ) -> DataFrame:
+        """``batch`` left-joined with the state's current value as column ``<state name>``."""
+        state = (
+            self.values(descriptor)
+            .where(F.col("namespace") == namespace)
+            .select(F.col("key").alias("__state_key"), F.col("value").alias(descriptor.name))
+        )
+        joined = batch.join(state, batch[key_col] == state["__state_key"], "left")
+        return joined.drop("__state_key")
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _normalise(self, descriptor: KeyedStateDescriptor, df: DataFrame, value: Column) -> DataFrame:
+        namespace = F.col("namespace") if "namespace" in df.columns else F.lit(VOID_NAMESPACE)
+        delete = F.col(_DELETE) if _DELETE in df.columns else F.lit(False)
+        return df.select(
+            F.col("key").cast(descriptor.key_type).alias("key"),
+            namespace.cast("string").alias("namespace"),
+            value.cast(descriptor.stored_type).alias("value"),
+            delete.alias(_DELETE),
+        )
+
+    def update(self, descriptor: KeyedStateDescriptor, updates: DataFrame) -> None:
+        """Set the value of each key in ``updates`` (columns key, [namespace], value).
+
+        A null value clears the key. Rows whose value equals the stored one are not
+        rewritten (unless TTL must be refreshed). At most one row per key and namespace.
+        """
+        self._require_columns(descriptor, updates, ("key", "value"))
+        df = self._normalise(descriptor, updates, F.col("value"))
+        df = df.withColumn(_DELETE, F.col(_DELETE) | F.col("value").isNull())
+        self._merge(descriptor, df)
+
+    def clear(self, descriptor: KeyedStateDescriptor, keys: DataFrame) -> None:
+        """Remove the state of each key (columns key, [namespace])."""
+        self._require_columns(descriptor, keys, ("key",))
+        df = keys.withColumn("value", F.lit(None)).withColumn(_DELETE, F.lit(True))
+        self._merge(descriptor, self._normalise(descriptor, df, F.col("value")))
+
+    def append(self, descriptor: ListStateDescriptor, items: DataFrame, *, order_by: str | None = None) -> None:
+        """Append elements to list state (columns key, [namespace], value[, order_by])."""
+        self._require_type(descriptor, KeyedStateType.LIST)
+        self._require_columns(descriptor, items, ("key", "value"))
+        grouped = self._group_new_values(descriptor, items, order_by)
+        current = self._current_for(descriptor, grouped)
+        merged = F.concat(F.coalesce(F.col("old"), F.array().cast(descriptor.stored_type)), F.col("new"))
+        self._merge(descriptor, self._normalise(descriptor, current, merged))
+
+    def put(self, descriptor: MapStateDescriptor, entries: DataFrame) -> None:
+        """Put map entries (columns key, [namespace], map_key, map_value); a null map_value removes the entry."""
+        self._require_type(descriptor, KeyedStateType.MAP)
+        self._require_columns(descriptor, entries, ("key", "map_key", "map_value"))
+        entry = F.struct(F.col("map_key").cast(descriptor.user_key_type), F.col("map_value").cast(descriptor.value_type))
+        grouped = self._group_new_values(descriptor, entries.withColumn("value", entry), None)
+        current = self._current_for(descriptor, grouped)
+        old = F.coalesce(F.col("old"), F.create_map().cast(descriptor.stored_type))
+        new = F.map_from_entries(F.col("new"))
+        merged = F.map_filter(F.map_concat(old, new), lambda k, v: v.isNotNull())
+        df = self._normalise(descriptor, current, merged)
+        df = df.withColumn(_DELETE, F.size("value") == 0)
+        self._merge(descriptor, df)
+
+    def add(self, descriptor: ReducingStateDescriptor | AggregatingStateDescriptor, items: DataFrame) -> None:
+        """Add inputs to reducing or aggregating state (columns key, [namespace], value), in the JVM."""
+        self._require_columns(descriptor, items, ("key", "value"))
+        grouped = self._group_new_values(descriptor, items, None)
+        current = self._current_for(descriptor, grouped)
+        if isinstance(descriptor, ReducingStateDescriptor):
+            if descriptor.reduce is None:
+                raise StateSchemaError(f"reducing state {descriptor.name!r} has no Column reduce= for set-oriented add")
+            reduce = descriptor.reduce
+            start = F.col("old").cast(descriptor.value_type)
+            merged = F.aggregate(
+                F.col("new"), start, lambda acc, x: F.when(acc.isNull(), x).otherwise(reduce(acc, x))
+            )
+        elif isinstance(descriptor, AggregatingStateDescriptor):
+            if descriptor.add is None or descriptor.create is None:
+                raise StateSchemaError(f"aggregating state {descriptor.name!r} has no Column create/add for set-oriented add")
+            start = F.coalesce(F.col("old"), descriptor.create()).cast(descriptor.acc_type)
+            merged = F.aggregate(F.col("new"), start, descriptor.add)
+        else:
+            raise StateSchemaError(f"state {descriptor.name!r} is {descriptor.state_type.value} state: add() needs reducing or aggregating state")
+        self._merge(descriptor, self._normalise(descriptor, current, merged))
+
+    def write_full_values(self, descriptor: KeyedStateDescriptor, rows: DataFrame) -> None:
+        """Write already-computed values (key, namespace, value, __epochal_delete): used by per-key stages."""
+        self._merge(descriptor, self._normalise(descriptor, rows, F.col("value")))
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _require_type(self, descriptor: KeyedStateDescriptor, expected: KeyedStateType) -> None:
+        if descriptor.state_type is not expected:
+            raise StateSchemaError(
+                f"state {descriptor.name!r} is {descriptor.state_type.value} state, this call needs {expected.value} state"
+            )
+
+    def _require_columns(self, descriptor: KeyedStateDescriptor, df: DataFrame, needed: Iterable[str]) -> None:
+        missing = [c for c in needed if c not in df.columns]
+        if missing:
+            raise StateSchemaError(
+                f"writing state {self.stage}/{descriptor.name}: missing column(s) {missing}; got {df.columns}",
+                state=descriptor.name,
+            )
+
+    def _group_new_values(self, descriptor: KeyedStateDescriptor, items: DataFrame, order_by: str | None) -> DataFrame:
+        namespace = F.col("namespace") if "namespace" in items.columns else F.lit(VOID_NAMESPACE)
+        base = items.select(
+            F.col("key").cast(descriptor.key_type).alias("key"),
+            namespace.cast("string").alias("namespace"),
+            F.col("value"),
+            (F.col(order_by) if order_by else F.monotonically_increasing_id()).alias("__order"),
+        )
+        grouped = base.groupBy("key", "namespace").agg(F.sort_array(F.collect_list(F.struct("__order", "value"))).alias("__items"))
+        return grouped.select("key", "namespace", F.col("__items.value").alias("new"))
+
+    def _current_for(self, descriptor: KeyedStateDescriptor, grouped: DataFrame) -> DataFrame:
+        state = self.read(descriptor).select(
+            F.col("key").alias("__k"), F.col("namespace").alias("__ns"), F.col("value").alias("old")
+        )
+        cond = (grouped["key"] == state["__k"]) & (grouped["namespace"] == state["__ns"])
+        return grouped.join(state, cond, "left").drop("__k", "__ns")
+
+    def _merge(self, descriptor: KeyedStateDescriptor, source: DataFrame) -> None:
+        from delta.tables import DeltaTable
+
+        path = self.open(descriptor)
+        ctx = self.context
+        now = F.lit(ctx.now).cast("timestamp")
+        if descriptor.ttl is not None:
+            expires = F.lit(ctx.now + descriptor.ttl.ttl).cast("timestamp")
+        else:
+            expires = F.lit(None).cast("timestamp")
+        src = source.select(
+            key_group_col("key", self.max_parallelism).alias("key_group"),
+            "key",
+            "namespace",
+            "value",
+            expires.alias("expires_at"),
+            F.lit(ctx.epoch).cast("long").alias("updated_epoch"),
+            F.col(_DELETE),
+        )
+        dtype = descriptor.stored_type
+        changed = ~(comparable(F.col("t.value"), dtype).eqNullSafe(comparable(F.col("s.value"), dtype)))
+        if descriptor.ttl is not None:
+            changed = changed | F.lit(True)  # every write restarts the TTL clock
+        expired = F.col("t.expires_at").isNotNull() & (F.col("t.expires_at") <= now)
+        columns = ["key_group", "key", "namespace", "value", "expires_at", "updated_epoch"]
+        merge = (
+            DeltaTable.forPath(self.spark, path)
+            .alias("t")
+            .merge(
+                src.alias("s"),
+                "t.key_group = s.key_group AND t.key = s.key AND t.namespace = s.namespace",
+            )
+            .whenMatchedDelete(condition=F.col(f"s.{_DELETE}"))
+            .whenMatchedUpdate(
+                condition=~F.col(f"s.{_DELETE}") & (changed | expired),
+                set={c: F.col(f"s.{c}") for c in columns},
+            )
+            .whenNotMatchedInsert(condition=~F.col(f"s.{_DELETE}"), values={c: F.col(f"s.{c}") for c in columns})
+        )
+        if descriptor.ttl is not None:
+            merge = merge.whenNotMatchedBySourceDelete(condition=expired)
+        try:
+            merge.execute()
+        except Exception as exc:  # noqa: BLE001 - translate Delta's duplicate-source error
+            if "MULTIPLE_SOURCE_ROW" in str(exc) or "multiple source rows" in str(exc).lower():
+                raise StateSchemaError(
+                    f"writing state {self.stage}/{descriptor.name} at epoch {ctx.epoch}: several new values for one key",
+                    action="give at most one row per key and namespace to update()",
+                    state=descriptor.name,
+                ) from exc
+            raise
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot(self, descriptor: KeyedStateDescriptor, *, parallelism: int | None = None) -> StateHandle:
+        """A handle on the table's current Delta version (cheap: metadata plus a row count)."""
+        path = self.open(descriptor)
+        return snapshot_table(
+            self.spark, path, stage=self.stage, state=descriptor.name, kind=StateKind.KEYED,
+            state_type=descriptor.state_type.value, max_parallelism=self.max_parallelism, parallelism=parallelism,
+        )
+
+    def restore(self, descriptor: KeyedStateDescriptor, handle: StateHandle) -> None:
+        """Bring the working table back to the content of ``handle`` (same table: Delta RESTORE)."""
+        if handle.max_parallelism is not None and handle.max_parallelism != self.max_parallelism:
+            raise MaxParallelismMismatch(
+                f"snapshot of {handle.key} has max parallelism {handle.max_parallelism}, backend has {self.max_parallelism}",
+                action="restore with the max parallelism the state was created with",
+            )
+        restore_table(self.spark, self.table_path(descriptor), handle)
+        self._opened.discard(self.table_path(descriptor))
+        self.open(descriptor)
+
+
+def snapshot_table(
+    spark, path: str, *, stage: str, state: str, kind: StateKind, state_type: str,
+    max_parallelism: int | None, parallelism: int | None,
+) -> StateHandle:
+    """Describe the current version of a state table as a :class:`StateHandle`."""
+    detail = delta_io.table_detail(spark, path)
+    df = delta_io.read_version(spark, path, detail.version)
+    return StateHandle(
+        stage=stage,
+        state=state,
+        kind=kind,
+        state_type=state_type,
+        table_path=path,
+        version=detail.version,
+        rows=df.count(),
+        bytes_total=detail.bytes_total,
+        bytes_added=delta_io.bytes_added(path, detail.version),
+        schema_json=df.schema.json(),
+        max_parallelism=max_parallelism,
+        parallelism=parallelism,
+    )
+
+
+def restore_table(spark, working_path: str, handle: StateHandle) -> None:
+    """Make ``working_path`` hold what ``handle`` names.
+
+    A handle on the working table itself is restored with Delta's RESTORE (a new
+    version that re-adds the old files: metadata only). A handle on another table
+    (a savepoint's self-contained copy) is copied over the working table.
+    """
+    from delta.tables import DeltaTable
+
+    if not delta_io.is_delta_table(handle.table_path):
+        raise StateTableNotFound(
+            f"state table of {handle.key} is missing at {handle.table_path}",
+            action="restore from another checkpoint or savepoint",
+            path=handle.table_path,
+        )
+    if _same_path(handle.table_path, working_path) and delta_io.is_delta_table(working_path):
+        if delta_io.current_version(spark, working_path) != handle.version:
+            DeltaTable.forPath(spark, working_path).restoreToVersion(handle.version)
+        return
+    source = delta_io.read_version(spark, handle.table_path, handle.version)
+    props = delta_io.table_detail(spark, handle.table_path).properties
+    writer = source.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    writer.save(working_path)
+    epochal_props = {k: v for k, v in props.items() if k.startswith(("epochal.", "delta."))}
+    if epochal_props:
+        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in epochal_props.items())
+        spark.sql(f"ALTER TABLE delta.`{working_path}` SET TBLPROPERTIES ({assignments})")
+
+
+def create_table(spark, path: str, schema: T.StructType, properties: dict[str, str]) -> None:
+    """Create an empty Delta table with its properties in one commit (version 0)."""
+    from delta.tables import DeltaTable
+
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    for key, value in properties.items():
+        builder = builder.property(key, value)
+    builder.execute()
+
+
+def _same_path(a: str, b: str) -> bool:
+    def norm(p: str) -> str:
+        p = p.rstrip("/")
+        return p[len("file://"):] if p.startswith("file://") else p
+
+    return norm(a) == norm(b)
+
+
+def stored_value_type(handle: StateHandle) -> T.DataType:
+    schema = T.StructType.fromJson(json.loads(handle.schema_json))
+    return schema["value"].dataType

@@ -1,0 +1,353 @@
+"""Operator (non-keyed) state in Delta, as Flink's ``OperatorStateBackend``.
+
+A subtask is a Spark partition index of the stage. List state keeps a list of
+elements per subtask; on restore with another parallelism it is redistributed
+as Flink does:
+
+- ``SPLIT_DISTRIBUTE``: all elements, in (subtask, position) order, are cut
+  into contiguous runs spread evenly over the new subtasks;
+- ``UNION``: every new subtask gets every element;
+- ``BROADCAST``: one map, the same copy on every subtask.
+
+Each state is one Delta table ``<root>/<stage>/<state>``; a write replaces the
+whole (small) state in one commit. Redistribution happens in Spark.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+
+import pandas as pd
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from state import delta_io
+from state.descriptors import OperatorStateDescriptor, OperatorStateMode
+from state.errors import StateSchemaError
+from state.handles import StateHandle, StateKind
+from state.keyed import create_table, restore_table, snapshot_table
+from state.per_key import _from_arrow
+
+PROP_MODE = "epochal.operatorStateMode"
+PROP_VALUE_TYPE = "epochal.valueType"
+
+
+def operator_table_schema(descriptor: OperatorStateDescriptor) -> T.StructType:
+    return T.StructType(
+        [
+            T.StructField("subtask", T.IntegerType(), False),
+            T.StructField("ord", T.LongType(), False),
+            T.StructField("parallelism", T.IntegerType(), False),
+            T.StructField("map_key", descriptor.map_key_type, True),
+            T.StructField("value", descriptor.value_type, True),
+        ]
+    )
+
+
+def split_assignment(index: int, total: int, parallelism: int) -> int:
+    """New subtask of the ``index``-th of ``total`` split-distributed elements (pure form)."""
+    return index * parallelism // total
+
+
+class OperatorStateBackend:
+    """Operator state of one stage, in Delta tables under ``root/<stage>/``."""
+
+    def __init__(self, spark, root: str, stage: str) -> None:
+        self.spark = spark
+        self.root = root.rstrip("/")
+        self.stage = stage
+
+    def table_path(self, descriptor: OperatorStateDescriptor) -> str:
+        return posixpath.join(self.root, self.stage, descriptor.name)
+
+    def open(self, descriptor: OperatorStateDescriptor) -> str:
+        path = self.table_path(descriptor)
+        if not delta_io.is_delta_table(path):
+            props = {
+                **delta_io.STATE_TABLE_PROPERTIES,
+                PROP_MODE: descriptor.mode.value,
+                PROP_VALUE_TYPE: descriptor.value_type.json(),
+            }
+            create_table(self.spark, path, operator_table_schema(descriptor), props)
+        else:
+            recorded = delta_io.table_detail(self.spark, path).properties.get(PROP_MODE)
+            if recorded is not None and recorded != descriptor.mode.value:
+                raise StateSchemaError(
+                    f"operator state {self.stage}/{descriptor.name} was written as {recorded} state, "
+                    f"not {descriptor.mode.value}",
+                    action="keep a state's redistribution mode, or give the new state another name",
+                    state=descriptor.name,
+                )
+        return path
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write(self, descriptor: OperatorStateDescriptor, elements: DataFrame, parallelism: int) -> None:
+        """Replace the state. List modes: columns subtask, value[, ord]. Broadcast: map_key, value."""
+        path = self.open(descriptor)
+        if descriptor.mode is OperatorStateMode.BROADCAST:
+            self._require(descriptor, elements, ("map_key", "value"))
+            rows = elements.select(
+                F.lit(0).alias("subtask"),
+                F.row_number().over(Window.orderBy("map_key")).cast("long").alias("ord"),
+                F.col("map_key").cast(descriptor.map_key_type).alias("map_key"),
+                F.col("value").cast(descriptor.value_type).alias("value"),
+            )
+        else:
+            self._require(descriptor, elements, ("subtask", "value"))
+            order = F.col("ord") if "ord" in elements.columns else F.monotonically_increasing_id()
+            bad = elements.where((F.col("subtask") < 0) | (F.col("subtask") >= parallelism)).limit(1).count()
+            if bad:
+                raise StateSchemaError(
+                    f"operator state {self.stage}/{descriptor.name}: subtask outside [0, {parallelism})",
+                    state=descriptor.name,
+                )
+            rows = elements.select(
+                F.col("subtask").cast("int").alias("subtask"),
+                F.row_number().over(Window.partitionBy("subtask").orderBy(order)).cast("long").alias("ord"),
+                F.lit(None).cast(descriptor.map_key_type).alias("map_key"),
+                F.col("value").cast(descriptor.value_type).alias("value"),
+            )
+        rows = rows.withColumn("parallelism", F.lit(parallelism).cast("int"))
+        rows.select(*[f.name for f in operator_table_schema(descriptor).fields]).write.format("delta").mode(
+            "overwrite"
+        ).save(path)
+
+    def _require(self, descriptor: OperatorStateDescriptor, df: DataFrame, needed: Iterable[str]) -> None:
+        missing = [c for c in needed if c not in df.columns]
+        if missing:
+            raise StateSchemaError(
+                f"writing operator state {self.stage}/{descriptor.name} ({descriptor.mode.value}): "
+                f"missing column(s) {missing}; got {df.columns}",
+                state=descriptor.name,
+            )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read_raw(self, descriptor: OperatorStateDescriptor, version: int | None = None) -> DataFrame:
+        return delta_io.read_version(self.spark, self.open(descriptor), version)
+
+    def read(self, descriptor: OperatorStateDescriptor, parallelism: int) -> DataFrame:
+        """The state as seen by ``parallelism`` subtasks: subtask, [map_key,] value (redistributed)."""
+        return redistribute(self.spark, self.read_raw(descriptor), descriptor.mode, parallelism)
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def snapshot(self, descriptor: OperatorStateDescriptor, parallelism: int | None = None) -> StateHandle:
+        path = self.open(descriptor)
+        kind = StateKind.BROADCAST if descriptor.mode is OperatorStateMode.BROADCAST else StateKind.OPERATOR
+        return snapshot_table(
+            self.spark, path, stage=self.stage, state=descriptor.name, kind=kind,
+            state_type=descriptor.mode.value, max_parallelism=None, parallelism=parallelism,
+        )
+
+    def restore(self, descriptor: OperatorStateDescriptor, handle: StateHandle) -> None:
+        restore_table(self.spark, self.table_path(descriptor), handle)
+
+
+def redistribute(spark, stored: DataFrame, mode: OperatorStateMode, parallelism: int) -> DataFrame:
+    """Flink's operator-state repartitioning, in Spark."""
+    if parallelism < 1:
+        raise ValueError(f"parallelism must be >= 1, got {parallelism}")
+    subtasks = spark.range(parallelism).select(F.col("id").cast("int").alias("subtask"))
+    if mode is OperatorStateMode.BROADCAST:
+        entries = stored.select("map_key", "value")
+        return subtasks.crossJoin(entries).select("subtask", "map_key", "value")
+    if mode is OperatorStateMode.UNION:
+        elements = stored.select(F.col("subtask").alias("old_subtask"), "ord", "value")
+        return (
+            subtasks.crossJoin(elements)
+            .select("subtask", F.col("old_subtask"), "ord", "value")
+        )
+    everything = Window.orderBy("subtask", "ord")
+    total = Window.partitionBy()
+    indexed = stored.select(
+        F.col("subtask").alias("old_subtask"),
+        "ord",
+        "value",
+        (F.row_number().over(everything) - 1).alias("__i"),
+        F.count(F.lit(1)).over(total).alias("__n"),
+    )
+    new = F.floor(F.col("__i") * F.lit(parallelism) / F.col("__n")).cast("int")
+    return indexed.select(new.alias("subtask"), "old_subtask", "ord", "value")
+
+
+# -- CheckpointedFunction ---------------------------------------------------------------------
+
+
+@dataclass
+class OperatorListState:
+    """A list state as seen by the current parallelism; changes are kept until snapshot."""
+
+    descriptor: OperatorStateDescriptor
+    store: "OperatorStateStore"
+
+    def get(self) -> DataFrame:
+        pending = self.store._pending.get(self.descriptor.name)
+        if pending is not None:
+            return pending
+        return self.store.backend.read(self.descriptor, self.store.parallelism)
+
+    def update(self, elements: DataFrame) -> None:
+        """Replace the list: columns subtask, value (broadcast: map_key, value)."""
+        self.store._pending[self.descriptor.name] = elements
+
+
+@dataclass
+class OperatorStateStore:
+    """Flink's ``OperatorStateStore`` for one stage at one parallelism."""
+
+    backend: OperatorStateBackend
+    parallelism: int
+    _pending: dict[str, DataFrame] = field(default_factory=dict)
+    _registered: dict[str, OperatorStateDescriptor] = field(default_factory=dict)
+
+    def _register(self, descriptor: OperatorStateDescriptor, mode: OperatorStateMode) -> OperatorListState:
+        if descriptor.mode is not mode:
+            raise StateSchemaError(
+                f"operator state {descriptor.name!r} is declared {descriptor.mode.value}, asked for as {mode.value}"
+            )
+        self._registered[descriptor.name] = descriptor
+        self.backend.open(descriptor)
+        return OperatorListState(descriptor, self)
+
+    def get_list_state(self, descriptor: OperatorStateDescriptor) -> OperatorListState:
+        return self._register(descriptor, OperatorStateMode.SPLIT_DISTRIBUTE)
+
+    def get_union_list_state(self, descriptor: OperatorStateDescriptor) -> OperatorListState:
+        return self._register(descriptor, OperatorStateMode.UNION)
+
+    def get_broadcast_state(self, descriptor: OperatorStateDescriptor) -> OperatorListState:
+        return self._register(descriptor, OperatorStateMode.BROADCAST)
+
+    def snapshot(self) -> list[StateHandle]:
+        """Write pending changes (one commit per changed state); handles on every registered state."""
+        for name, elements in self._pending.items():
+            self.backend.write(self._registered[name], elements, self.parallelism)
+        self._pending.clear()
+        return [self.backend.snapshot(d, self.parallelism) for d in self._registered.values()]
+
+
+@dataclass(frozen=True)
+class FunctionInitializationContext:
+    is_restored: bool
+    operator_state_store: OperatorStateStore
+    keyed_state_store: Any = None
+
+
+@dataclass(frozen=True)
+class FunctionSnapshotContext:
+    checkpoint_id: int | None
+    epoch: int
+
+
+class CheckpointedFunction(Protocol):
+    """Flink's ``CheckpointedFunction``: initialize on start/restore, snapshot at the epoch boundary."""
+
+    def initialize_state(self, context: FunctionInitializationContext) -> None: ...
+
+    def snapshot_state(self, context: FunctionSnapshotContext) -> None: ...
+
+
+def initialize_function(function: CheckpointedFunction, store: OperatorStateStore, *, is_restored: bool, keyed: Any = None) -> None:
+    function.initialize_state(FunctionInitializationContext(is_restored, store, keyed))
+
+
+def snapshot_function(function: CheckpointedFunction, store: OperatorStateStore, *, checkpoint_id: int | None, epoch: int) -> list[StateHandle]:
+    function.snapshot_state(FunctionSnapshotContext(checkpoint_id, epoch))
+    return store.snapshot()
+
+
+# -- per-subtask Python functions --------------------------------------------------------------
+
+
+class SubtaskFunction(Protocol):
+    """Called once per subtask with its records and its list state; returns output rows."""
+
+    def process(self, subtask: int, records: pd.DataFrame, state: "SubtaskState") -> Iterable[Mapping[str, Any]] | None: ...
+
+
+@dataclass
+class SubtaskState:
+    lists: dict[str, list]
+    broadcast: dict[str, dict]
+
+    def list(self, descriptor: OperatorStateDescriptor) -> list:
+        return self.lists.setdefault(descriptor.name, [])
+
+    def broadcast_map(self, descriptor: OperatorStateDescriptor) -> dict:
+        return self.broadcast.get(descriptor.name, {})
+
+
+def run_subtask_process(
+    store: OperatorStateStore,
+    batch: DataFrame,
+    lists: Sequence[OperatorStateDescriptor],
+    function: SubtaskFunction,
+    output_schema: T.StructType,
+    broadcasts: Sequence[OperatorStateDescriptor] = (),
+) -> DataFrame:
+    """Run ``function`` per subtask (Spark partition) with its list state; stage the new lists.
+
+    The new lists are staged in ``store`` and written by ``store.snapshot()``.
+    Broadcast state is read-only here (every subtask sees the same map).
+    """
+    p = store.parallelism
+    records = batch.repartition(p).withColumn("__subtask", F.spark_partition_id())
+    parts = []
+    for i, d in enumerate(lists):
+        listed = store.get_list_state(d) if d.mode is OperatorStateMode.SPLIT_DISTRIBUTE else store.get_union_list_state(d)
+        parts.append(listed.get().select(F.col("subtask").alias("__subtask"), F.lit(i).alias("__idx"), F.to_json(F.struct("value")).alias("__v")))
+    for j, d in enumerate(broadcasts):
+        store.get_broadcast_state(d)
+        bdf = store.backend.read(d, p)
+        parts.append(bdf.select(F.col("subtask").alias("__subtask"), F.lit(-1 - j).alias("__idx"), F.to_json(F.struct("map_key", "value")).alias("__v")))
+    empty = store.backend.spark.createDataFrame([], "__subtask int, __idx int, __v string")
+    state = empty
+    for part in parts:
+        state = state.unionByName(part)
+    names = [d.name for d in lists]
+    bnames = [d.name for d in broadcasts]
+    out_cols = [f.name for f in output_schema.fields]
+    schema = T.StructType(
+        [T.StructField("__kind", T.StringType()), T.StructField("__subtask", T.IntegerType()), T.StructField("__idx", T.IntegerType()), T.StructField("__v", T.StringType())]
+        + [T.StructField(f.name, f.dataType, True) for f in output_schema.fields]
+    )
+
+    def grouped(key, recs: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
+        import json
+
+        subtask = int(key[0])
+        lists_now: dict[str, list] = {n: [] for n in names}
+        bcast: dict[str, dict] = {n: {} for n in bnames}
+        for _, row in st.iterrows():
+            payload = json.loads(row["__v"])
+            idx = int(row["__idx"])
+            if idx >= 0:
+                lists_now[names[idx]].append(payload.get("value"))
+            else:
+                bcast[bnames[-1 - idx]][payload.get("map_key")] = payload.get("value")
+        state_obj = SubtaskState(lists_now, bcast)
+        produced = function.process(subtask, recs.drop(columns=["__subtask"]), state_obj) if not recs.empty else None
+        blank = dict.fromkeys(schema.names)
+        rows = [{**blank, "__kind": "out", **r} for r in (produced or [])]
+        for i, n in enumerate(names):
+            for v in state_obj.lists.get(n, []):
+                rows.append({**blank, "__kind": "state", "__subtask": subtask, "__idx": i, "__v": json.dumps({"value": v}, default=str)})
+        return pd.DataFrame(rows, columns=schema.names, dtype=object)
+
+    result = (
+        records.groupBy("__subtask").cogroup(state.groupBy("__subtask")).applyInPandas(grouped, schema)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    for i, d in enumerate(lists):
+        value = F.from_json("__v", T.StructType([T.StructField("value", d.value_type)]))["value"]
+        new = result.where((F.col("__kind") == "state") & (F.col("__idx") == i)).select(
+            F.col("__subtask").alias("subtask"), value.alias("value")
+        )
+        store._pending[d.name] = new
+    return result.where(F.col("__kind") == "out").select(*out_cols)

@@ -1,0 +1,177 @@
+"""Contract tests: every keyed state type through write, snapshot, read back and restore."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from state.descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateTtlConfig,
+    ValueStateDescriptor,
+)
+from state.errors import MaxParallelismMismatch, StateDescriptorError, StateSchemaError
+from state.keyed import KeyedStateBackend
+from state.keygroups import key_group_col
+
+T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+AVG_ACC = T.StructType([T.StructField("s", T.DoubleType()), T.StructField("n", T.LongType())])
+
+
+def _avg() -> AggregatingStateDescriptor:
+    return AggregatingStateDescriptor(
+        "avg",
+        input_type=T.DoubleType(),
+        acc_type=AVG_ACC,
+        result_type=T.DoubleType(),
+        create=lambda: F.struct(F.lit(0.0).alias("s"), F.lit(0).cast("long").alias("n")),
+        add=lambda acc, x: F.struct((acc.s + x).alias("s"), (acc.n + 1).alias("n")),
+        result=lambda acc: acc.s / acc.n,
+    )
+
+
+# Each case: descriptor, how to write a batch, batch 1, batch 2, expected after 1, expected after 2.
+CASES = {
+    "value": (
+        ValueStateDescriptor("v", value_type=T.LongType()),
+        lambda b, d, df: b.update(d, df),
+        ([("a", 1), ("b", 2)], "key string, value long"),
+        ([("a", 5), ("b", None)], "key string, value long"),
+        {"a": 1, "b": 2},
+        {"a": 5},
+    ),
+    "list": (
+        ListStateDescriptor("l", element_type=T.StringType()),
+        lambda b, d, df: b.append(d, df, order_by="o"),
+        ([("a", "x", 1), ("a", "y", 2), ("b", "z", 1)], "key string, value string, o int"),
+        ([("a", "w", 1)], "key string, value string, o int"),
+        {"a": ["x", "y"], "b": ["z"]},
+        {"a": ["x", "y", "w"], "b": ["z"]},
+    ),
+    "map": (
+        MapStateDescriptor("m", user_key_type=T.StringType(), value_type=T.LongType()),
+        lambda b, d, df: b.put(d, df),
+        ([("a", "k1", 1), ("a", "k2", 2)], "key string, map_key string, map_value long"),
+        ([("a", "k1", None), ("a", "k3", 3)], "key string, map_key string, map_value long"),
+        {"a": {"k1": 1, "k2": 2}},
+        {"a": {"k2": 2, "k3": 3}},
+    ),
+    "reducing": (
+        ReducingStateDescriptor("r", value_type=T.LongType(), reduce=lambda acc, x: F.greatest(acc, x)),
+        lambda b, d, df: b.add(d, df),
+        ([("a", 3), ("a", 7), ("b", 1)], "key string, value long"),
+        ([("a", 5), ("b", 9)], "key string, value long"),
+        {"a": 7, "b": 1},
+        {"a": 7, "b": 9},
+    ),
+    "aggregating": (
+        _avg(),
+        lambda b, d, df: b.add(d, df),
+        ([("a", 1.0), ("a", 2.0)], "key string, value double"),
+        ([("a", 6.0)], "key string, value double"),
+        {"a": 1.5},
+        {"a": 3.0},
+    ),
+}
+
+
+def _as_dict(backend, descriptor) -> dict:
+    return {r["key"]: r["value"] for r in backend.values(descriptor).collect()}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_state_type_write_snapshot_read_restore(spark, tmp_path, case):
+    descriptor, write, batch1, batch2, expect1, expect2 = CASES[case]
+    backend = KeyedStateBackend(spark, str(tmp_path / "state"), "stage", max_parallelism=32)
+    backend.begin_epoch(1, T0)
+    write(backend, descriptor, spark.createDataFrame(*batch1))
+    handle1 = backend.snapshot(descriptor)
+    assert _as_dict(backend, descriptor) == expect1
+    assert handle1.rows == len(expect1)
+    assert handle1.max_parallelism == 32 and handle1.state_type == descriptor.state_type.value
+
+    backend.begin_epoch(2, T0 + timedelta(hours=1))
+    write(backend, descriptor, spark.createDataFrame(*batch2))
+    handle2 = backend.snapshot(descriptor)
+    assert handle2.version > handle1.version
+    assert _as_dict(backend, descriptor) == expect2
+
+    backend.restore(descriptor, handle1)
+    assert _as_dict(backend, descriptor) == expect1
+    # a fresh backend (a new process) sees the restored content too
+    fresh = KeyedStateBackend(spark, str(tmp_path / "state"), "stage", max_parallelism=32)
+    assert _as_dict(fresh, descriptor) == expect1
+
+
+def test_rows_carry_key_group_key_namespace_and_value(spark, tmp_path):
+    d = ValueStateDescriptor("v", value_type=T.StringType())
+    backend = KeyedStateBackend(spark, str(tmp_path), "s", max_parallelism=8)
+    backend.update(d, spark.createDataFrame([("k1", "ns1", "x"), ("k1", "ns2", "y")], "key string, namespace string, value string"))
+    rows = backend.read(d).orderBy("namespace").collect()
+    assert [(r.key, r.namespace, r.value) for r in rows] == [("k1", "ns1", "x"), ("k1", "ns2", "y")]
+    expected_group = spark.range(1).select(key_group_col(F.lit("k1"), 8)).first()[0]
+    assert {r.key_group for r in rows} == {expected_group}
+    assert 0 <= expected_group < 8
+
+
+def test_unchanged_values_are_not_rewritten(spark, tmp_path):
+    d = ValueStateDescriptor("v", value_type=T.LongType())
+    backend = KeyedStateBackend(spark, str(tmp_path), "s")
+    backend.begin_epoch(1, T0)
+    backend.update(d, spark.createDataFrame([(f"k{i}", i) for i in range(20)], "key string, value long"))
+    before = backend.snapshot(d)
+    backend.begin_epoch(2, T0)
+    backend.update(d, spark.createDataFrame([(f"k{i}", i) for i in range(20)], "key string, value long"))
+    after = backend.snapshot(d)
+    assert after.version == before.version  # nothing changed: no new Delta version, no bytes
+    assert backend.read(d).where("updated_epoch = 2").count() == 0
+    assert after.rows == 20
+
+
+def test_ttl_hides_expired_and_cleans_up_on_write(spark, tmp_path):
+    d = ValueStateDescriptor("seen", value_type=T.BooleanType(), ttl=StateTtlConfig(timedelta(hours=2)))
+    backend = KeyedStateBackend(spark, str(tmp_path), "dedupe")
+    backend.begin_epoch(1, T0)
+    backend.update(d, spark.createDataFrame([("e1", True), ("e2", True)], "key string, value boolean"))
+    backend.begin_epoch(2, T0 + timedelta(hours=1))
+    backend.update(d, spark.createDataFrame([("e2", True)], "key string, value boolean"))  # refreshes e2
+    backend.begin_epoch(3, T0 + timedelta(hours=2, minutes=30))
+    assert sorted(r.key for r in backend.read(d).collect()) == ["e2"]
+    backend.update(d, spark.createDataFrame([("e3", True)], "key string, value boolean"))
+    stored = spark.read.format("delta").load(backend.table_path(d))
+    assert sorted(r.key for r in stored.collect()) == ["e2", "e3"]  # e1 removed by the write
+
+
+def test_max_parallelism_is_fixed_when_state_is_created(spark, tmp_path):
+    d = ValueStateDescriptor("v", value_type=T.LongType())
+    KeyedStateBackend(spark, str(tmp_path), "s", max_parallelism=16).open(d)
+    with pytest.raises(MaxParallelismMismatch, match="created with max parallelism 16, not 64"):
+        KeyedStateBackend(spark, str(tmp_path), "s", max_parallelism=64).open(d)
+
+
+def test_changed_value_type_is_refused_with_names(spark, tmp_path):
+    KeyedStateBackend(spark, str(tmp_path), "s").open(ValueStateDescriptor("v", value_type=T.LongType()))
+    with pytest.raises(StateSchemaError, match=r"state s/v: value type string differs from the stored bigint"):
+        KeyedStateBackend(spark, str(tmp_path), "s").open(ValueStateDescriptor("v", value_type=T.StringType()))
+
+
+def test_bad_descriptors_and_inputs_name_the_problem(spark, tmp_path):
+    with pytest.raises(StateDescriptorError, match="invalid state name '1bad'"):
+        ValueStateDescriptor("1bad")
+    with pytest.raises(StateDescriptorError, match="needs reduce= or py_reduce="):
+        ReducingStateDescriptor("r")
+    with pytest.raises(StateDescriptorError, match="TTL must be positive"):
+        StateTtlConfig(timedelta(0))
+    backend = KeyedStateBackend(spark, str(tmp_path), "s")
+    d = ValueStateDescriptor("v", value_type=T.LongType())
+    with pytest.raises(StateSchemaError, match=r"missing column\(s\) \['value'\]"):
+        backend.update(d, spark.createDataFrame([("a",)], "key string"))
+    with pytest.raises(StateSchemaError, match="several new values for one key"):
+        backend.update(d, spark.createDataFrame([("a", 1), ("a", 2)], "key string, value long"))
