@@ -1,0 +1,1 @@
+"""Example pipelines built on epochal (pure data parts; no Dagster import)."""

@@ -1,0 +1,77 @@
+"""Partition keys, epoch windows and the landing layout of the clickstream example.
+
+Partition keys are Dagster's: hourly ``2026-11-01-13:00`` (the window
+[13:00, 14:00) UTC); a daily key ``2026-11-01`` is accepted too (its 24 hours).
+Landing files live at ``<landing>/dt=YYYY-MM-DD/hour=HH/part-NNNN.jsonl``,
+where the folder is the UTC hour the file was delivered in.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import fsspec
+
+HOURLY_KEY_FORMAT = "%Y-%m-%d-%H:%M"
+DAILY_KEY_FORMAT = "%Y-%m-%d"
+HOUR = timedelta(hours=1)
+
+
+def partition_key(hour_start: datetime) -> str:
+    """The hourly partition key of the hour starting at ``hour_start`` (UTC)."""
+    return _utc(hour_start).strftime(HOURLY_KEY_FORMAT)
+
+
+def partition_window(key: str) -> tuple[datetime, datetime]:
+    """The UTC window ``[start, end)`` of an hourly or daily partition key."""
+    for fmt, width in ((HOURLY_KEY_FORMAT, HOUR), (DAILY_KEY_FORMAT, timedelta(days=1))):
+        try:
+            start = datetime.strptime(key, fmt).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+        if start.strftime(fmt) == key and start.minute == 0:
+            return start, start + width
+    raise ValueError(f"not an hourly ('2026-11-01-13:00') or daily ('2026-11-01') partition key: {key!r}")
+
+
+def epoch_clock(key: str) -> datetime:
+    """The epoch clock of a partition: the end of its window (used for the dedupe TTL)."""
+    return partition_window(key)[1]
+
+
+def hours_of(key: str) -> list[datetime]:
+    """The starts of the UTC hours inside a partition window."""
+    start, end = partition_window(key)
+    return [start + i * HOUR for i in range(int((end - start) / HOUR))]
+
+
+def hour_dir(landing: str, hour_start: datetime) -> str:
+    """The landing folder of one UTC hour: ``<landing>/dt=YYYY-MM-DD/hour=HH``."""
+    hour_start = _utc(hour_start)
+    return f"{landing.rstrip('/')}/dt={hour_start:%Y-%m-%d}/hour={hour_start:%H}"
+
+
+def part_file_name(index: int) -> str:
+    """The name of the ``index``-th file of an hour folder."""
+    return f"part-{index:04d}.jsonl"
+
+
+def partition_files(landing: str, key: str) -> list[str]:
+    """Every ``*.jsonl`` file of a partition, sorted, in the form the landing URL was given.
+
+    A plain local path gives absolute local paths; an fsspec URL (``file://``,
+    ``s3://``, ``memory://``...) gives URLs with the same protocol.
+    """
+    fs, root = fsspec.core.url_to_fs(landing)
+    keep_protocol = "://" in landing
+    found: list[str] = []
+    for hour_start in hours_of(key):
+        pattern = f"{hour_dir(root, hour_start)}/*.jsonl"
+        found.extend(sorted(fs.glob(pattern)))
+    return [fs.unstrip_protocol(p) if keep_protocol else p for p in found]
+
+
+def _utc(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
