@@ -11,8 +11,11 @@ and the release loses nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
+
+from fsspec.core import url_to_fs
 
 from state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
 from state.checkpoint.errors import CheckpointNotFound, DuplicateCheckpointError, InvalidCheckpointRequest
@@ -149,94 +152,123 @@ _COLUMNS = (
     ("created_at", "TIMESTAMP"),
     ("metadata_json", "STRING"),
 )
+_SCHEMA = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMNS)
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
 class DeltaCompletedCheckpointStore:
-    """One Delta table, one row per completed checkpoint or savepoint; ``add`` is one MERGE commit.
+    """One Delta table, one row per completed checkpoint or savepoint; every write is one MERGE commit.
 
-    Rows are few and small: reads collect them to the driver.
+    Rows are few and small: a read collects them all to the driver. The rows
+    of the table's latest version are cached, keyed by that version (found by
+    listing ``_delta_log``, no Spark job), so reads after this store's own
+    writes cost no Spark job; a write by anyone else changes the version and
+    the next read goes to Delta again.
     """
 
-    def __init__(self, spark: Any, table_url: str, max_retained: int = 1) -> None:
+    def __init__(
+        self, spark: Any, table_url: str, max_retained: int = 1, storage_options: dict[str, Any] | None = None
+    ) -> None:
         if max_retained < 1:
             raise InvalidCheckpointRequest("max_retained must be at least 1.", max_retained=max_retained)
         self.max_retained = max_retained
         self._spark = spark
         self._url = table_url
         self._path = to_spark_path(table_url)
+        self._log_fs, self._log_dir = url_to_fs(table_url.rstrip("/") + "/_delta_log", **(storage_options or {}))
+        self._snapshot: tuple[int, dict[int, CompletedCheckpoint]] | None = None
 
     @property
     def table_url(self) -> str:
         return self._url
 
     def add(self, checkpoint: CompletedCheckpoint) -> list[CompletedCheckpoint]:
-        current = self._rows(f"status = 'retained' OR checkpoint_id = {int(checkpoint.checkpoint_id)}")
+        version, current = self._read()
         _check_new(checkpoint, current.get(checkpoint.checkpoint_id))
         stored, subsumed = plan_add(current.values(), checkpoint, self.max_retained)
-        self._merge(inserted=[stored], updated=subsumed)
+        self._write(version, current, inserted=[stored], updated=subsumed)
         return subsumed
 
     def latest(self, kind: CheckpointKind | None = None) -> CompletedCheckpoint | None:
-        where = "status = 'retained'" + ("" if kind is None else f" AND kind = '{kind.value}'")
-        return newest(self._rows(where).values(), kind)
+        return newest(self._read()[1].values(), kind)
 
     def get(self, checkpoint_id: int) -> CompletedCheckpoint | None:
-        return self._rows(f"checkpoint_id = {int(checkpoint_id)}").get(checkpoint_id)
+        return self._read()[1].get(checkpoint_id)
 
     def all(self) -> list[CompletedCheckpoint]:
-        return sorted(self._rows("status = 'retained'").values(), key=lambda e: e.checkpoint_id)
+        return sorted((e for e in self._read()[1].values() if e.retained), key=lambda e: e.checkpoint_id)
 
     def remove(self, checkpoint_id: int) -> CompletedCheckpoint:
-        entry = self.get(checkpoint_id)
+        version, current = self._read()
+        entry = current.get(checkpoint_id)
         if entry is None or not entry.retained:
             raise _not_found(checkpoint_id)
         removed = entry.with_status(RetentionStatus.REMOVED)
-        self._merge(inserted=[], updated=[removed])
+        self._write(version, current, inserted=[], updated=[removed])
         return removed
 
     def awaiting_release(self) -> list[CompletedCheckpoint]:
-        statuses = ", ".join(f"'{s.value}'" for s in (RetentionStatus.SUBSUMED, RetentionStatus.REMOVED))
-        return sorted(self._rows(f"status IN ({statuses})").values(), key=lambda e: e.checkpoint_id)
+        entries = self._read()[1].values()
+        return sorted((e for e in entries if e.status.awaiting_release), key=lambda e: e.checkpoint_id)
 
     def mark_released(self, checkpoint_ids: Iterable[int]) -> None:
         ids = sorted({int(i) for i in checkpoint_ids})
         if not ids:
             return
-        rows = self._rows(f"checkpoint_id IN ({', '.join(map(str, ids))})")
-        missing = [i for i in ids if i not in rows]
+        version, current = self._read()
+        missing = [i for i in ids if i not in current]
         if missing:
             raise _not_found(missing[0])
-        self._merge(inserted=[], updated=[rows[i].with_status(RetentionStatus.RELEASED) for i in ids])
+        self._write(version, current, inserted=[], updated=[current[i].with_status(RetentionStatus.RELEASED) for i in ids])
 
     # ----------------------------------------------------------- internals
-    def _rows(self, where: str) -> dict[int, CompletedCheckpoint]:
-        if not self._exists():
-            return {}
-        frame = self._spark.read.format("delta").load(self._path).where(where)
-        rows = frame.select("metadata_json", "metadata_path", "status").collect()
-        return {e.checkpoint_id: e for e in map(_from_row, rows)}
+    def _read(self) -> tuple[int | None, dict[int, CompletedCheckpoint]]:
+        """The latest table version and every row of it (None, {} if there is no table yet)."""
+        version = self._log_version()
+        if version is None:
+            return None, {}
+        if self._snapshot is None or self._snapshot[0] != version:
+            frame = self._spark.read.format("delta").option("versionAsOf", version).load(self._path)
+            rows = frame.select("metadata_json", "metadata_path", "status").collect()
+            self._snapshot = (version, {e.checkpoint_id: e for e in map(_from_row, rows)})
+        return version, self._snapshot[1]
 
-    def _exists(self) -> bool:
-        from delta.tables import DeltaTable
+    def _write(
+        self, version: int | None, current: dict[int, CompletedCheckpoint], *,
+        inserted: list[CompletedCheckpoint], updated: list[CompletedCheckpoint],
+    ) -> None:
+        """One MERGE commit; the cache moves to the new version only if no one else committed meanwhile."""
+        base = self._create_if_missing() if version is None else version
+        self._snapshot = None
+        self._merge(inserted=inserted, updated=updated)
+        if self._log_version() == base + 1:
+            self._snapshot = (base + 1, {**current, **{e.checkpoint_id: e for e in inserted + updated}})
 
-        return bool(DeltaTable.isDeltaTable(self._spark, self._path))
+    def _log_version(self) -> int | None:
+        """The newest committed version, from the names in ``_delta_log`` (no Spark job)."""
+        try:
+            names = self._log_fs.ls(self._log_dir, detail=False)
+        except FileNotFoundError:
+            return None
+        versions = [int(m.group(1)) for m in (_COMMIT_FILE.match(str(n).rstrip("/").rsplit("/", 1)[-1]) for n in names) if m]
+        return max(versions, default=None)
 
-    def _table(self) -> Any:
-        from delta.tables import DeltaTable
-
-        builder = DeltaTable.createIfNotExists(self._spark).location(self._path)
-        for name, sql_type in _COLUMNS:
-            builder = builder.addColumn(name, sql_type)
-        return builder.execute()
+    def _create_if_missing(self) -> int:
+        """Create the empty table (version 0) unless it exists; return the current version."""
+        empty = self._spark.createDataFrame([], schema=_SCHEMA)
+        empty.write.format("delta").mode("ignore").save(self._path)
+        return self._log_version() or 0
 
     def _merge(self, *, inserted: list[CompletedCheckpoint], updated: list[CompletedCheckpoint]) -> None:
         """One Delta commit: insert new rows and update the status of existing ones."""
+        from delta.tables import DeltaTable
+
         source = self._spark.createDataFrame(
             [_to_row(e, "insert") for e in inserted] + [_to_row(e, "update") for e in updated],
-            schema=", ".join(f"{n} {t}" for n, t in _COLUMNS) + ", op STRING",
+            schema=_SCHEMA + ", op STRING",
         )
         (
-            self._table().alias("t")
+            DeltaTable.forPath(self._spark, self._path).alias("t")
             .merge(source.alias("s"), "t.checkpoint_id = s.checkpoint_id")
             .whenMatchedUpdate(condition="s.op = 'update'", set={"status": "s.status", "retained": "s.retained"})
             .whenNotMatchedInsert(condition="s.op = 'insert'", values={n: f"s.{n}" for n, _ in _COLUMNS})
