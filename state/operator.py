@@ -196,6 +196,22 @@ class OperatorListState:
         """Replace the list: columns subtask, value (broadcast: map_key, value)."""
         self.store._pending[self.descriptor.name] = elements
 
+    def __reduce__(self):
+        # A function holding this handle may be shipped to Python workers: the handle
+        # travels as a placeholder that explains itself if used there.
+        return (_DriverOnlyHandle, (self.descriptor.name,))
+
+
+class _DriverOnlyHandle:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getattr__(self, attr: str):
+        raise StateSchemaError(
+            f"operator state handle {self.name!r} lives on the driver; inside process() use the "
+            "SubtaskState argument (state.list(descriptor))"
+        )
+
 
 @dataclass
 class OperatorStateStore:

@@ -123,7 +123,10 @@ class Acknowledgement:
 
 
 class CheckpointCoordinator:
-    """Triggers checkpoints, collects acknowledgements and completes, aborts or expires them."""
+    """Triggers checkpoints, collects acknowledgements and completes, aborts or expires them.
+
+    One coordinator per pipeline run, called from one thread (the epoch runner).
+    """
 
     def __init__(
         self,
@@ -246,6 +249,8 @@ class CheckpointCoordinator:
             )
         if epoch < 0:
             raise InvalidCheckpointRequest(f"An epoch is >= 0, not {epoch}.", epoch=epoch)
+        if max_parallelism is not None and max_parallelism < 1:
+            raise InvalidCheckpointRequest(f"max_parallelism is >= 1, not {max_parallelism}.", epoch=epoch)
         if savepoint_name is not None and kind is not CheckpointKind.SAVEPOINT:
             raise InvalidCheckpointRequest("savepoint_name is only for savepoints.", savepoint_name=savepoint_name)
         if savepoint_name is not None:

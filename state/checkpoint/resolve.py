@@ -9,11 +9,14 @@ from its ``_metadata`` alone, verified by its checksum.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
 from state.checkpoint.errors import CheckpointNotFound
 from state.checkpoint.metadata import CheckpointMetadata, deserialize
 from state.checkpoint.storage import CheckpointPointer, CheckpointStorage
 from state.checkpoint.store import CompletedCheckpointStore
+from state.ids import CheckpointId
 
 _LIST = "list checkpoints and savepoints with `epochal checkpoints list`."
 
@@ -39,6 +42,13 @@ class CheckpointResolver:
         if found.owned:
             return self._committed(metadata.checkpoint_id, found)
         return CompletedCheckpoint(metadata=metadata, metadata_path=found.metadata_path, status=RetentionStatus.EXTERNAL)
+
+    def uncommitted_dirs(self, pending_ids: Iterable[int] = ()) -> list[tuple[CheckpointId, str]]:
+        """``chk-<id>`` folders that are neither in the store nor pending: left by failed or
+        interrupted completions, safe for cleanup to delete."""
+        skip = set(pending_ids)
+        return [(cid, url) for cid, url in self._storage.list_checkpoint_dirs()
+                if cid not in skip and self._store.get(cid) is None]
 
     def read_metadata(self, metadata_path: str) -> CheckpointMetadata:
         """Read and verify one ``_metadata`` file."""
