@@ -18,6 +18,7 @@ from state.checkpoint.failure import CheckpointFailureManager, StorageFailureSta
 from state.checkpoint.ids import FileIdCounter
 from state.checkpoint.metadata import deserialize
 from state.checkpoint.reasons import CheckpointFailureReason as Reason
+from state.checkpoint.resolve import CheckpointResolver
 from state.checkpoint.stats import CheckpointStatsTracker, JsonLinesStatsHistory
 from state.checkpoint.storage import CheckpointStorage
 from state.checkpoint.store import InMemoryCompletedCheckpointStore
@@ -116,7 +117,7 @@ def test_write_failure_aborts_with_finalize_failed(monkeypatch) -> None:
     assert durable.coordinator().failures.consecutive_failures == 1, "the failure count is durable"
 
 
-def test_store_failure_before_commit_leaves_metadata_that_is_not_a_checkpoint() -> None:
+def test_store_failure_before_commit_leaves_an_uncommitted_folder() -> None:
     base = f"memory://completion-{uuid.uuid4().hex}/chk"
     store = FailingStore(InMemoryCompletedCheckpointStore(2))
     durable = Durable(base, store=store)
@@ -129,6 +130,11 @@ def test_store_failure_before_commit_leaves_metadata_that_is_not_a_checkpoint() 
     assert durable.store.latest().checkpoint_id == 1
     with pytest.raises(CheckpointNotFound, match="was never committed"):
         coordinator.resolve("chk-2")
+    coordinator.trigger(2, TASKS)  # checkpoint 3, pending: a stage writes a full copy into its folder
+    durable.storage.write_atomic(durable.storage.child("chk-3", "dedupe.parquet"), b"x")
+    resolver = CheckpointResolver(durable.storage, durable.store)
+    assert [cid for cid, _ in resolver.uncommitted_dirs(pending_ids=[3])] == [2]
+    assert [cid for cid, _ in resolver.uncommitted_dirs()] == [2, 3]
 
 
 def test_store_failure_after_commit_never_breaks_the_store() -> None:

@@ -164,6 +164,8 @@ def test_malformed_triggers_raise(h: Harness) -> None:
         h.coordinator.trigger(0, TASKS, {"files": {"a", "b"}})
     with pytest.raises(InvalidCheckpointRequest, match="savepoint_name is only for savepoints"):
         h.coordinator.trigger(0, TASKS, savepoint_name="x")
+    with pytest.raises(InvalidCheckpointRequest, match="max_parallelism is >= 1, not 0"):
+        h.coordinator.trigger(0, TASKS, max_parallelism=0)
     with pytest.raises(InvalidSavepointName):
         h.coordinator.trigger_savepoint(0, TASKS, name="../escape")
     assert h.coordinator.pending_checkpoints() == []
