@@ -71,8 +71,8 @@ def test_reference_parse_matches_manifest_and_covers_every_reason(landing) -> No
     for h, (_, events, reasons, blank) in zip(manifest.hours, _outcomes(manifest)):
         assert (len(events), dict(reasons), blank) == (h.valid, h.malformed, h.blank)
         seen.update(reasons)
-    assert set(seen) == R.ALL_REASONS - {R.bad_type("event_type")}  # the generator never mistypes event_type
     assert {reason for reason, _ in MALFORMED_KINDS.values()} == set(seen)
+    assert R.ALL_REASONS - set(seen) == {R.duplicate_field(f) for f in R.ALL_FIELDS if f != "user_id"}
 
 
 def test_duplicates_late_events_offsets_and_ignored_amounts(landing) -> None:

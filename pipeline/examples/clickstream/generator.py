@@ -224,6 +224,8 @@ MALFORMED_KINDS: dict[str, tuple[str, Callable[[Obj, random.Random], bytes]]] = 
     "user_id_number": (reasons.bad_type("user_id"), _with("user_id", 12345)),
     "event_id_empty": (reasons.bad_type("event_id"), _with("event_id", "")),
     "event_time_number": (reasons.bad_type("event_time"), _with("event_time", 1793520000)),
+    "event_type_number": (reasons.bad_type("event_type"), _with("event_type", 3)),
+    "duplicate_user_id": (reasons.duplicate_field("user_id"), lambda o, rng: dumps(o)[:-1].encode() + b',"user_id":"u99999"}'),
     "unknown_event_type": (reasons.UNKNOWN_EVENT_TYPE, _with("event_type", "click")),
     "timestamp_without_offset": (reasons.TIMESTAMP_WITHOUT_OFFSET, _with("event_time", "2026-11-01T10:00:00")),
     "bad_timestamp": (reasons.BAD_TIMESTAMP, _bad_timestamp),

@@ -17,14 +17,21 @@ Lines and parsing
   - Validation order and reason codes: see :mod:`reasons`. JSON ``null`` counts
     as missing. Strict JSON: no ``NaN``/``Infinity`` literals, nothing after
     the value; a number literal longer than 1000 characters is not JSON (Jackson's
-    limit). Unknown fields are ignored; a duplicated key: the last wins.
+    limit; nesting deeper than about 1000 is not JSON either, Python's recursion
+    limit and Jackson's depth limit are close but not equal). Unknown fields are
+    ignored (names match case-sensitively); one of the five fields named twice at
+    the top level is ``duplicate_field:<f>``. An escaped unpaired surrogate in a
+    string (``"\\ud800"``) becomes ``?``, as in Spark's UTF-8 strings.
   - ``event_time``: ``YYYY-MM-DDTHH:MM:SS[.1-9 digits](Z|+HH:MM|-HH:MM)``, offset
     at most 18:00, digits past microseconds truncated, a real date and time
     whose UTC instant lies in years 0001..9999. The same shape without an
     offset is ``timestamp_without_offset``; anything else is ``bad_timestamp``.
   - ``amount``: only for purchases: a finite JSON number >= 0 (``-0`` passes);
     for views and carts it is ignored whatever it holds and is null in events.
-  - ``raw`` of a line that is not UTF-8 is its decoding with U+FFFD replacements.
+  - ``raw`` is the line's text; for a line that is not valid UTF-8 it is its
+    bytes read as ISO-8859-1 (lossless: ``raw.encode("latin-1")`` gives them back;
+    U+FFFD replacement is not used because Java and Python differ in how many
+    replacement characters a bad sequence gets).
 
 Dedupe (keyed state on ``event_id`` with TTL ``dedupe_ttl``, default 7 days)
   - The epoch clock is the partition window end (``2026-11-01-13:00`` -> 14:00Z).
@@ -69,6 +76,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -147,9 +155,22 @@ def _constant(text: str) -> float:
     raise _BadJson(f"{text} is not JSON")
 
 
+class _Object(dict):
+    """A JSON object that remembers which names it held more than once."""
+
+    def __init__(self, pairs: list[tuple[str, object]]) -> None:
+        super().__init__(pairs)
+        self.duplicated = {k for k, n in Counter(k for k, _ in pairs).items() if n > 1}
+
+
 def _load_json(text: str) -> object:
     """Strict JSON (raises ValueError or RecursionError)."""
-    return json.loads(text, parse_float=_number, parse_int=_number, parse_constant=_constant)
+    return json.loads(text, parse_float=_number, parse_int=_number, parse_constant=_constant, object_pairs_hook=_Object)
+
+
+def _utf8_string(value: object) -> object:
+    """A string as Spark holds it: an unpaired surrogate becomes ``?``."""
+    return value.encode("utf-8", "replace").decode("utf-8") if isinstance(value, str) else value
 
 
 def _is_string(value: object) -> bool:
@@ -193,7 +214,11 @@ def _check_amount(obj: dict[str, object]) -> str | None:
     return R.NEGATIVE_AMOUNT if amount < 0 else None  # type: ignore[operator]
 
 
-def _validate(obj: dict[str, object], raw: str) -> ParsedEvent | Rejected:
+def _validate(obj: _Object, raw: str) -> ParsedEvent | Rejected:
+    for name in R.ALL_FIELDS:
+        if name in obj.duplicated:
+            return Rejected(R.duplicate_field(name), raw)
+    obj = _Object([(k, _utf8_string(v)) for k, v in obj.items()])
     for name in R.STRING_FIELDS:
         reason = _check_string_field(obj, name)
         if reason is None and name == "event_time":
@@ -218,12 +243,12 @@ def parse_line(line: bytes | str) -> ParsedEvent | Rejected | None:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return Rejected(R.BAD_ENCODING, data.decode("utf-8", "replace"))
+        return Rejected(R.BAD_ENCODING, data.decode("latin-1"))
     try:
         obj = _load_json(text)
     except (ValueError, RecursionError):
         return Rejected(R.NOT_JSON, text)
-    if not isinstance(obj, dict):
+    if not isinstance(obj, _Object):
         return Rejected(R.NOT_OBJECT, text)
     return _validate(obj, text)
 

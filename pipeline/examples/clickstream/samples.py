@@ -124,3 +124,19 @@ SAMPLES: list[Sample] = [
     Sample(_event(event_type="purchase"), R.MISSING_AMOUNT),
     Sample(_event(event_type="purchase", amount=None), R.MISSING_AMOUNT),
 ]
+
+# --- edge cases both parsers must agree on
+SAMPLES += [
+    Sample(b'{"event_id":"d1","user_id":"u1","event_type":"purchase","amount":1,"event_time":"2026-11-01T10:00:00Z","amount":"x"}',
+           R.duplicate_field("amount")),
+    Sample(b'{"event_id":"d2","user_id":"u1","user_id":"u2","event_type":"view","event_time":"2026-11-01T10:00:00Z"}',
+           R.duplicate_field("user_id")),
+    Sample(b'{"event_id":"d3","user_id":"u1","event_type":"view","event_time":"2026-11-01T10:00:00Z","page":1,"page":2}',
+           VALID, _T),
+    Sample(b'{"event_id":"d4","user_id":"\\ud800","event_type":"view","event_time":"2026-11-01T10:00:00Z"}', VALID, _T),
+    Sample(b'{"Event_id":"d5","user_id":"u1","event_type":"view","event_time":"2026-11-01T10:00:00Z"}', R.missing_field("event_id")),
+    Sample(b'{"event_id":"d6","user_id":"u1","event_type":"view","event_time":"2026-11-01T10:00:00Z","z":' + b"[" * 2000 + b"]" * 2000 + b"}",
+           R.NOT_JSON),
+    Sample(b'{"event_id":"d7","user_id":"u1","event_type":"purchase","amount":' + b"9" * 1001 + b',"event_time":"2026-11-01T10:00:00Z"}',
+           R.NOT_JSON),
+]
