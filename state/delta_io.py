@@ -51,14 +51,22 @@ def commit_actions(path: str, version: int) -> list[dict]:
 
 
 def bytes_added(path: str, version: int) -> int:
-    """Bytes of data files and deletion-vector files added by commit ``version``."""
+    """Bytes written by commit ``version``: new data files plus new deletion-vector files.
+
+    A commit that marks rows deleted in an existing file removes and re-adds that
+    file with a deletion vector: the re-added file costs nothing new, its
+    deletion vector does.
+    """
+    actions = commit_actions(path, version)
+    removed = {a["remove"]["path"] for a in actions if "remove" in a}
     total = 0
     seen_dv: set[str] = set()
-    for action in commit_actions(path, version):
+    for action in actions:
         add = action.get("add")
         if not add:
             continue
-        total += int(add.get("size", 0))
+        if add["path"] not in removed:
+            total += int(add.get("size", 0))
         dv = add.get("deletionVector")
         if dv and dv.get("storageType") != "i":
             dv_id = f"{dv.get('storageType')}:{dv.get('pathOrInlineDv')}"
