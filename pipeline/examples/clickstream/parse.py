@@ -27,6 +27,7 @@ Validation (see :mod:`reasons` for the order in which checks apply):
   other than the five below are ignored (matched case-sensitively); one of the
   five named twice is ``duplicate_field:<f>``. An escaped unpaired surrogate
   (``"\\ud800"``) in a string becomes ``?`` (Spark's strings are UTF-8).
+- A field that is absent or JSON ``null`` is missing.
 - ``event_id``/``user_id``: non-empty JSON strings. ``event_type``: one of
   ``view``, ``add_to_cart``, ``purchase`` (case-sensitive).
 - ``event_time``: a JSON string ``YYYY-MM-DDTHH:MM:SS[.f{1,9}](Z|+HH:MM|-HH:MM)``
@@ -42,6 +43,9 @@ the JSON is parsed with ``from_json`` in PERMISSIVE mode once per JSON type
 (string, double, boolean, map, array) to learn each field's JSON type, the
 "exactly one value" check wraps the line in ``[...]`` and in ``{"v":...}``,
 timestamps go through a regex and ``try_cast``.
+
+File paths are read by Spark, which expands glob characters (``*?[]{}``):
+planned paths must not contain them (``layout.partition_files`` names do not).
 """
 
 from __future__ import annotations

@@ -54,7 +54,9 @@ Aggregates (over distinct events, late ones included)
 Sessions and lateness
   - Watermark ``W``: none before the first distinct event; at the end of each
     epoch ``W = max(event_time of all distinct events so far) - allowed_lateness``
-    (default 1 hour), never moving back.
+    (default 1 hour), never moving back (late events take part but, being
+    older than ``W``, cannot move it; an epoch without distinct events leaves
+    it where it was).
   - A distinct event is late iff ``event_time < W`` (strict) with ``W`` the
     watermark at the start of its epoch (so nothing is late in the first
     epoch). Late events go to ``late_events`` (the event's columns; its
@@ -66,9 +68,16 @@ Sessions and lateness
   - At the end of each epoch, after the watermark advanced, every open session
     with ``session_end + session_gap < W`` (strict) is emitted once and
     forgotten: ``user_id``, ``session_start``, ``session_end`` (first and last
-    event time), ``events``, ``revenue``. No later on-time event can reach an
+    event time), ``events`` (its distinct events, any type), ``revenue`` (sum of
+    its purchase amounts, 0.0 if none). No later on-time event can reach an
     emitted session (its time is >= W). Sessions still open after the last
-    epoch are not emitted.
+    epoch are not emitted (no end-of-input flush).
+
+Epochs
+  - ``expected_sinks`` runs the given partitions in the given order, which must
+    be increasing; a partition left out is simply not processed (its files are
+    never read). ``ReferencePipeline.run_epoch`` exposes the per-epoch outputs
+    (parsed lines, distinct, late, emitted sessions, watermark before/after).
 """
 
 from __future__ import annotations
@@ -445,6 +454,9 @@ def expected_sinks(
 
     Keys: ``quarantine``, ``user_totals``, ``hourly_revenue``, ``sessions``,
     ``late_events``, and ``distinct_events`` (the deduplicated events, for debugging).
+    Columns are those of the Spark sinks; timestamps are ``datetime64[us, UTC]``,
+    counts ``int64``, amounts and revenues ``float64`` (null amount: NaN); rows
+    are sorted by the natural key.
     """
     pipeline = ReferencePipeline(dedupe_ttl, session_gap, allowed_lateness)
     for partition in partitions:
