@@ -25,13 +25,14 @@ def create_coordinator(
     hooks: Sequence[MasterTriggerRestoreHook] = (),
     savepoints_url: str | None = None,
     storage_options: dict[str, Any] | None = None,
+    coordinator_cls: type[CheckpointCoordinator] = CheckpointCoordinator,
 ) -> CheckpointCoordinator:
     """The production coordinator: files under ``settings.dir``, the Delta store, durable ids, stats, failures.
 
     Savepoints go to ``savepoints_url``, else ``settings.savepoints_dir``, else ``<dir>/savepoints``.
     """
     storage = CheckpointStorage(settings.dir, savepoints_url or settings.savepoints_dir, storage_options)
-    return CheckpointCoordinator(
+    return coordinator_cls(
         storage=storage,
         store=DeltaCompletedCheckpointStore(spark, storage.completed_store_url, settings.retain),
         clock=clock,

@@ -1,0 +1,225 @@
+"""The ``epochal`` command line (DESIGN section 6).
+
+Every command takes ``--config PATH`` and ``--json`` (one JSON document on
+stdout; logs on stderr). Exit status 0 on success, non-zero with a one-line
+reason on stderr otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+log = logging.getLogger("epochal")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="YAML configuration file")
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document on stdout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="epochal", description="Checkpointed, stateful batch-incremental pipelines on Spark and Delta")
+    _common(parser)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="make sample data and run the example end to end")
+    demo.add_argument("--dir", default=None, help="folder for the demo's data (default: a temporary folder)")
+    demo.add_argument("--hours", type=int, default=4, help="hours of sample data")
+
+    run = sub.add_parser("run", help="run epochs in order")
+    run.add_argument("--to", metavar="KEY")
+    run.add_argument("--from", dest="from_", metavar="KEY")
+    run.add_argument("--partition", metavar="KEY")
+
+    checkpoints = sub.add_parser("checkpoints", help="list or inspect checkpoints and savepoints")
+    csub = checkpoints.add_subparsers(dest="action", required=True)
+    _common(csub.add_parser("list"))
+    inspect = csub.add_parser("inspect")
+    inspect.add_argument("id")
+    _common(inspect)
+
+    savepoint = sub.add_parser("savepoint", help="take a savepoint; prints its path")
+    savepoint.add_argument("--name")
+
+    restore = sub.add_parser("restore", help="restore a checkpoint (latest by default) or a savepoint")
+    group = restore.add_mutually_exclusive_group()
+    group.add_argument("--checkpoint", metavar="ID")
+    group.add_argument("--savepoint", metavar="PATH")
+    restore.add_argument("--parallelism", type=int)
+
+    state = sub.add_parser("state", help="read state tables (State Processor API)")
+    ssub = state.add_subparsers(dest="action", required=True)
+    read = ssub.add_parser("read")
+    read.add_argument("stage")
+    read.add_argument("state")
+    read.add_argument("--checkpoint", metavar="ID")
+    read.add_argument("--limit", type=int, default=None)
+    _common(read)
+
+    sub.add_parser("ui", help="start the Dagster webserver and daemon")
+    for p in (demo, run, checkpoints, savepoint, restore, state, sub.choices["ui"]):
+        _common(p)
+    return parser
+
+
+class CliError(Exception):
+    """A user-facing failure: one line on stderr, exit 1."""
+
+
+def _settings(args):
+    from config import load_settings
+
+    return load_settings(getattr(args, "config", None) or os.environ.get("EPOCHAL_CONFIG"))
+
+
+def _runner(settings):
+    from pipeline.registry import build_deployment
+    from pipeline.runner import EpochRunner
+
+    deployment = build_deployment(settings)
+    return EpochRunner(deployment, on_epoch=_progress_printer())
+
+
+def _progress_printer() -> Callable | None:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(report) -> None:
+        status = report.checkpoint_status if report.checkpoint_id else "-"
+        print(f"\r  epoch {report.epoch} {report.partition}  {report.duration_s:.1f}s  checkpoint {status}   ", end="", file=sys.stderr, flush=True)
+
+    return show
+
+
+def cmd_run(args) -> Any:
+    runner = _runner(_settings(args))
+    if args.partition and (args.to or args.from_):
+        raise CliError("--partition cannot be combined with --from/--to")
+    frm, to = (args.partition, args.partition) if args.partition else (args.from_, args.to)
+    report = runner.run(to=to, from_=frm)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    return report.to_dict()
+
+
+def _checkpoint_row(runner, c) -> dict[str, Any]:
+    m = c.metadata
+    return {
+        "id": int(c.checkpoint_id),
+        "epoch": int(m.epoch),
+        "partition": runner.d.partitioning.key(int(m.epoch)),
+        "status": c.status.value if hasattr(c.status, "value") else str(c.status),
+        "kind": m.kind.value,
+        "created": m.completed_at.isoformat(),
+        "duration_s": m.duration_s,
+        "state_rows": m.state_rows,
+        "state_bytes": m.state_bytes,
+        "bytes_written": m.bytes_written,
+        "metadata_path": c.metadata_path,
+    }
+
+
+def cmd_checkpoints(args) -> Any:
+    runner = _runner(_settings(args))
+    store = runner.d.coordinator.store
+    if args.action == "list":
+        return {"checkpoints": [_checkpoint_row(runner, c) for c in sorted(store.all(), key=lambda c: int(c.checkpoint_id))]}
+    checkpoint = runner.d.coordinator.resolve(args.id)
+    row = _checkpoint_row(runner, checkpoint)
+    row["handles"] = [h.model_dump(mode="json") for h in checkpoint.metadata.handles]
+    row["source_positions"] = checkpoint.metadata.source_positions
+    return row
+
+
+def cmd_savepoint(args) -> Any:
+    return _runner(_settings(args)).savepoint(args.name)
+
+
+def cmd_restore(args) -> Any:
+    runner = _runner(_settings(args))
+    pointer = args.savepoint or args.checkpoint
+    return runner.restore(pointer)
+
+
+def cmd_state(args) -> Any:
+    runner = _runner(_settings(args))
+    d = runner.d
+    if args.checkpoint:
+        checkpoint = d.coordinator.resolve(args.checkpoint)
+        handle = checkpoint.metadata.handle(args.stage, args.state)
+        if handle is None:
+            raise CliError(f"checkpoint {args.checkpoint} holds no state {args.stage}/{args.state}")
+        from state.delta_io import read_version
+
+        df = read_version(d.spark, handle.table_path, handle.version)
+    else:
+        from state import delta_io
+        from state.checkpoint import to_spark_path
+
+        path = to_spark_path(d.storage.shared_dir(args.stage, args.state))
+        if not delta_io.is_delta_table(path):
+            raise CliError(f"no state {args.stage}/{args.state} at {path}")
+        df = delta_io.read_version(d.spark, path)
+    if args.limit:
+        df = df.limit(args.limit)
+    return {"stage": args.stage, "state": args.state, "rows": [r.asDict(recursive=True) for r in df.toLocalIterator()]}
+
+
+def cmd_demo(args) -> Any:
+    from orchestration.demo import run_demo
+
+    return run_demo(args.dir, hours=args.hours)
+
+
+def cmd_ui(args) -> Any:
+    from orchestration.ui import serve
+
+    return serve(getattr(args, "config", None))
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "checkpoints": cmd_checkpoints,
+    "savepoint": cmd_savepoint,
+    "restore": cmd_restore,
+    "state": cmd_state,
+    "demo": cmd_demo,
+    "ui": cmd_ui,
+}
+
+
+def _print(result: Any, as_json: bool) -> None:
+    if as_json:
+        json.dump(result, sys.stdout, default=str)
+        sys.stdout.write("\n")
+    elif isinstance(result, dict) and "path" in result and len(result) <= 6:
+        print(result["path"])
+    else:
+        print(json.dumps(result, default=str, indent=2))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("EPOCHAL_LOG_LEVEL", "WARNING"), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    as_json = bool(getattr(args, "json", False))
+    try:
+        result = COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print("epochal: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one line for the user, the trace in debug logs
+        log.debug("failure", exc_info=True)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"epochal: error: {first}", file=sys.stderr)
+        return 1
+    _print(result, as_json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""A pipeline: sources, a DAG of stages, and sinks; validated before any work starts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from graphlib import CycleError, TopologicalSorter
+from typing import Sequence
+
+from pipeline.errors import PipelineDefinitionError
+from pipeline.sources import Source
+from pipeline.stage import SinkSpec, Stage
+
+
+def _producer(ref: str) -> str:
+    return ref.split(".", 1)[0]
+
+
+@dataclass
+class Pipeline:
+    name: str
+    sources: Sequence[Source]
+    stages: Sequence[Stage]
+    sinks: Sequence[SinkSpec]
+    max_parallelism: int = 128
+    _order: list[Stage] = field(default_factory=list, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._order = self._validate()
+
+    def _outputs(self) -> set[str]:
+        refs = {s.name for s in self.sources}
+        for stage in self.stages:
+            outs = list(stage.outputs)
+            refs |= {f"{stage.name}.{o}" for o in outs}
+            if len(outs) == 1:
+                refs.add(stage.name)
+        return refs
+
+    def _validate(self) -> list[Stage]:
+        names = [s.name for s in self.sources] + [s.name for s in self.stages] + [s.name for s in self.sinks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise PipelineDefinitionError(f"pipeline {self.name!r}: names used twice: {dupes}")
+        known = self._outputs()
+        for stage in self.stages:
+            missing = [i for i in stage.inputs if i not in known]
+            if missing:
+                raise PipelineDefinitionError(f"stage {stage.name!r}: unknown input(s) {missing}; known: {sorted(known)}")
+        for sink in self.sinks:
+            if sink.input not in known:
+                raise PipelineDefinitionError(f"sink {sink.name!r}: unknown input {sink.input!r}; known: {sorted(known)}")
+        by_name = {s.name: s for s in self.stages}
+        graph = {s.name: {_producer(i) for i in s.inputs if _producer(i) in by_name} for s in self.stages}
+        try:
+            order = list(TopologicalSorter(graph).static_order())
+        except CycleError as exc:
+            raise PipelineDefinitionError(f"pipeline {self.name!r}: stages form a cycle: {exc.args[1]}") from exc
+        return [by_name[n] for n in order]
+
+    @property
+    def ordered_stages(self) -> list[Stage]:
+        """Stages in DAG order."""
+        return list(self._order)
+
+    @property
+    def stateful_stages(self) -> list[Stage]:
+        return [s for s in self._order if s.keyed_state or s.operator_state]
+
+    @property
+    def tasks(self) -> list[str]:
+        """Everything that acknowledges a checkpoint: every stage and every sink."""
+        return [f"stage:{s.name}" for s in self._order] + [f"sink:{s.name}" for s in self.sinks]

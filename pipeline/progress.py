@@ -1,0 +1,49 @@
+"""The runner's durable position between checkpoints (``<checkpoints>/progress.json``).
+
+``in_progress`` is set before an epoch touches anything and cleared when every
+write of the epoch is done; a run that finds it set knows the last run died
+mid-epoch and restores the latest completed checkpoint before going on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+from state.checkpoint.storage import CheckpointStorage
+
+PROGRESS_FILE = "progress.json"
+
+
+@dataclass(frozen=True)
+class Progress:
+    last_done_epoch: int | None = None
+    in_progress: int | None = None
+
+    @property
+    def clean(self) -> bool:
+        return self.in_progress is None
+
+
+class ProgressStore:
+    def __init__(self, storage: CheckpointStorage) -> None:
+        self._storage = storage
+        self._path = storage.child(PROGRESS_FILE)
+
+    def load(self) -> Progress:
+        if not self._storage.exists(self._path):
+            return Progress()
+        data = json.loads(self._storage.read(self._path))
+        return Progress(data.get("last_done_epoch"), data.get("in_progress"))
+
+    def save(self, progress: Progress) -> None:
+        self._storage.write_atomic(self._path, json.dumps(asdict(progress)).encode())
+
+    def start(self, epoch: int) -> None:
+        self.save(Progress(self.load().last_done_epoch, epoch))
+
+    def done(self, epoch: int) -> None:
+        self.save(Progress(epoch, None))
+
+    def reset(self, last_done_epoch: int | None) -> None:
+        self.save(Progress(last_done_epoch, None))

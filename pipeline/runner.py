@@ -1,0 +1,427 @@
+"""The epoch runner: DESIGN section 3, one epoch at a time.
+
+For each epoch: trigger (when a checkpoint is due), plan the sources (recorded
+before reading), run the stages in DAG order (stateful stages write only the
+keys that changed), write the sinks idempotently, collect every ack, complete
+the checkpoint (``_metadata``, then the store commit), then retention.
+
+``progress.json`` marks an epoch in progress before it touches anything; a run
+that finds one in progress restores the latest completed checkpoint (state and
+sinks) and replays from its position, reading the recorded plans.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from config import CheckpointMode, Settings
+from pipeline.dag import Pipeline
+from pipeline.errors import PipelineError, StageError
+from pipeline.faults import crashpoint
+from pipeline.partitions import Partitioning
+from pipeline.progress import ProgressStore
+from pipeline.sinks import DeltaSink
+from pipeline.sources import SourceBatch, batch_from_position
+from pipeline.stage import SinkMode, Stage, StageContext
+from state.checkpoint import CheckpointCoordinator, CompletedCheckpoint, SystemClock, create_coordinator, to_spark_path
+from state.checkpoint.metadata import CheckpointKind
+from state.handles import StateHandle
+from state.keyed import KeyedStateBackend
+from state.operator import OperatorStateBackend, OperatorStateStore, initialize_function, snapshot_function
+
+log = logging.getLogger("epochal.runner")
+
+
+class CrashAwareCoordinator(CheckpointCoordinator):
+    """The coordinator with the crash point between ``_metadata`` and the store commit."""
+
+    def _commit(self, completed):  # type: ignore[override]
+        crashpoint("after_metadata", int(completed.metadata.epoch))
+        return super()._commit(completed)
+
+
+@dataclass
+class EpochReport:
+    epoch: int
+    partition: str
+    duration_s: float
+    checkpoint_id: int | None = None
+    checkpoint_status: str = "none"
+    checkpoint_detail: str | None = None
+    state_rows: int = 0
+    state_bytes: int = 0
+    bytes_written: int = 0
+    sink_rows: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RunReport:
+    epochs: list[EpochReport] = field(default_factory=list)
+    restored: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"epochs": [e.to_dict() for e in self.epochs], "restored": self.restored}
+
+
+class Deployment:
+    """Everything one configured deployment needs: Spark, storage, coordinator, pipeline, sinks."""
+
+    def __init__(self, settings: Settings, spark: SparkSession, pipeline: Pipeline, *, clock=None) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.pipeline = pipeline
+        self.clock = clock or SystemClock()
+        self.partitioning = Partitioning.from_settings(settings.partitions)
+        self.coordinator = create_coordinator(
+            settings.checkpoints, spark=spark, clock=self.clock, coordinator_cls=CrashAwareCoordinator
+        )
+        self.storage = self.coordinator.storage
+        self.progress = ProgressStore(self.storage)
+        self.shared_root = to_spark_path(self.storage.child("shared"))
+        self.parallelism = settings.spark.parallelism
+        warehouse = to_spark_path(settings.warehouse)
+        self.sinks = {s.name: DeltaSink(spark, warehouse, s) for s in pipeline.sinks}
+        self.keyed = {s.name: KeyedStateBackend(spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism) for s in pipeline.stages}
+        self.operator = {s.name: OperatorStateBackend(spark, self.shared_root, s.name) for s in pipeline.stages}
+
+    def context(self, stage: Stage, epoch: int, store: OperatorStateStore | None = None) -> StageContext:
+        info = self.partitioning.info(epoch)
+        keyed = self.keyed[stage.name]
+        keyed.begin_epoch(epoch, info.clock)
+        store = store or OperatorStateStore(self.operator[stage.name], self.parallelism)
+        return StageContext(self.spark, info, keyed, store, self.parallelism, {"settings": self.settings})
+
+    def plan_path(self, source: str, epoch: int) -> str:
+        return self.storage.child("plans", source, f"{epoch:012d}.json")
+
+    def state_handles(self, stage: Stage, store: OperatorStateStore | None = None) -> list[StateHandle]:
+        keyed = self.keyed[stage.name]
+        handles = [keyed.snapshot(d, parallelism=self.parallelism) for d in stage.keyed_state]
+        backend = self.operator[stage.name]
+        handles += [backend.snapshot(d, self.parallelism) for d in stage.operator_state]
+        return handles
+
+
+class EpochRunner:
+    def __init__(self, deployment: Deployment, *, on_epoch: Callable[[EpochReport], None] | None = None) -> None:
+        self.d = deployment
+        self.on_epoch = on_epoch
+        self._last_checkpoint_epoch: int | None = None
+
+    # -- public ----------------------------------------------------------------------------
+
+    def run(self, *, to: str | None = None, from_: str | None = None, now: datetime | None = None) -> RunReport:
+        """Run epochs in order (DESIGN section 6, ``epochal run``)."""
+        report = RunReport()
+        progress = self.d.progress.load()
+        if not progress.clean:
+            log.warning("the last run died in epoch %s: restoring the latest completed checkpoint", progress.in_progress)
+            report.restored = self.restore()
+            progress = self.d.progress.load()
+        position = progress.last_done_epoch
+        replan = False
+        if from_ is not None:
+            first = self.d.partitioning.epoch(from_)
+            if position is not None and first <= position:
+                report.restored = self.restore_before(first)
+                replan = True
+            elif first > (position + 1 if position is not None else 0):
+                expected = self.d.partitioning.key(position + 1 if position is not None else 0)
+                raise PipelineError(
+                    f"cannot start at {from_}: the state is at "
+                    f"{self.d.partitioning.key(position) if position is not None else 'the beginning'}; "
+                    f"run from {expected} first (epochs run in order)"
+                )
+        else:
+            first = (position + 1) if position is not None else 0
+        last = self._last_epoch(to, now)
+        latest = self.d.coordinator.store.latest()
+        self._last_checkpoint_epoch = None if latest is None else int(latest.metadata.epoch)
+        for epoch in range(first, last + 1):
+            report.epochs.append(self.run_epoch(epoch, replan=replan))
+        return report
+
+    def _last_epoch(self, to: str | None, now: datetime | None) -> int:
+        if to is not None:
+            return self.d.partitioning.epoch(to)
+        closed = self.d.partitioning.latest_closed_epoch(now or datetime.now(timezone.utc))
+        return -1 if closed is None else closed
+
+    def checkpoint_due(self, epoch: int) -> bool:
+        if self._last_checkpoint_epoch is None:
+            return (epoch + 1) % self.d.settings.checkpoints.interval_epochs == 0
+        return epoch - self._last_checkpoint_epoch >= self.d.settings.checkpoints.interval_epochs
+
+    # -- one epoch ---------------------------------------------------------------------------
+
+    def run_epoch(self, epoch: int, *, replan: bool = False, force_checkpoint: bool = False) -> EpochReport:
+        d = self.d
+        info = d.partitioning.info(epoch)
+        started = time.monotonic()
+        report = EpochReport(epoch, info.partition, 0.0)
+        d.progress.start(epoch)
+        pending = self._trigger(epoch, report) if (force_checkpoint or self.checkpoint_due(epoch)) else None
+        crashpoint("after_trigger", epoch)
+        batches = {s.name: self._plan(s, epoch, replan) for s in d.pipeline.sources}
+        crashpoint("after_plan", epoch)
+        outputs: dict[str, Any] = dict(batches)
+        persisted: list[DataFrame] = []
+        try:
+            for stage in d.pipeline.ordered_stages:
+                self._run_stage(stage, epoch, outputs, persisted, pending)
+            for name, sink in d.sinks.items():
+                crashpoint("in_sink", epoch)
+                frame = outputs[sink.spec.input]
+                sink.write(frame, epoch)
+                report.sink_rows[name] = -1
+                if pending is not None:
+                    self._ack(pending, f"sink:{name}", epoch, ())
+        except BaseException as exc:
+            if pending is not None:
+                self._abort(pending, exc)
+            raise
+        finally:
+            for df in persisted:
+                df.unpersist()
+        self._finish(pending, report)
+        d.progress.done(epoch)
+        crashpoint("after_epoch", epoch)
+        report.duration_s = round(time.monotonic() - started, 3)
+        if self.on_epoch:
+            self.on_epoch(report)
+        return report
+
+    def _trigger(self, epoch: int, report: EpochReport):
+        positions = {s.name: {"epoch": epoch, "partition": self.d.partitioning.key(epoch)} for s in self.d.pipeline.sources}
+        result = self.d.coordinator.trigger(
+            epoch, self.d.pipeline.tasks, positions, max_parallelism=self.d.pipeline.max_parallelism
+        )
+        if not result.triggered:
+            report.checkpoint_status = "declined"
+            report.checkpoint_detail = result.reason.name if result.reason else None
+            log.warning("checkpoint for epoch %s declined: %s", epoch, report.checkpoint_detail)
+            return None
+        report.checkpoint_id = int(result.checkpoint_id)
+        return result.pending
+
+    def _plan(self, source, epoch: int, replan: bool) -> SourceBatch:
+        storage = self.d.storage
+        path = self.d.plan_path(source.name, epoch)
+        if not replan and storage.exists(path):
+            return batch_from_position(source.name, json.loads(storage.read(path)))
+        batch = source.plan(self.d.partitioning.info(epoch))
+        storage.write_atomic(path, json.dumps(batch.position, sort_keys=True).encode())
+        return batch
+
+    def _run_stage(self, stage: Stage, epoch: int, outputs: dict[str, Any], persisted: list, pending) -> None:
+        d = self.d
+        store = OperatorStateStore(d.operator[stage.name], d.parallelism)
+        ctx = d.context(stage, epoch, store)
+        if hasattr(stage, "initialize_state"):
+            initialize_function(stage, store, is_restored=epoch > 0, keyed=ctx.keyed)
+        inputs = {ref: outputs[ref] for ref in stage.inputs}
+        crashpoint("in_stage", epoch)
+        try:
+            produced = dict(stage.process(ctx, inputs))
+        except (PipelineError,) as exc:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user-code boundary
+            raise StageError(stage.name, epoch, ctx.partition, exc) from exc
+        consumers = self._consumers()
+        for out, frame in produced.items():
+            ref = f"{stage.name}.{out}"
+            if isinstance(frame, DataFrame) and consumers.get(ref, 0) + consumers.get(stage.name, 0) > 1:
+                frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+                persisted.append(frame)
+            outputs[ref] = frame
+            if len(stage.outputs) == 1:
+                outputs[stage.name] = frame
+        if hasattr(stage, "snapshot_state"):
+            snapshot_function(stage, store, checkpoint_id=pending.checkpoint_id if pending else None, epoch=epoch)
+        else:
+            store.snapshot()
+        crashpoint("after_state_write", epoch)
+        if pending is not None:
+            self._ack(pending, f"stage:{stage.name}", epoch, self._handles_for_ack(stage, store, pending))
+
+    def _consumers(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for stage in self.d.pipeline.stages:
+            for ref in stage.inputs:
+                counts[ref] = counts.get(ref, 0) + 1
+        for sink in self.d.pipeline.sinks:
+            counts[sink.input] = counts.get(sink.input, 0) + 1
+        return counts
+
+    def _handles_for_ack(self, stage: Stage, store: OperatorStateStore, pending) -> list[StateHandle]:
+        handles = self.d.state_handles(stage, store)
+        handles = [self._written_since_last_checkpoint(h) for h in handles]
+        if pending.spec.mode is CheckpointMode.FULL or pending.spec.kind is CheckpointKind.SAVEPOINT:
+            from state.snapshots import materialize_handles
+
+            handles = materialize_handles(self.d.spark, self.d.storage, handles, pending)
+        return handles
+
+    def _written_since_last_checkpoint(self, handle: StateHandle) -> StateHandle:
+        """Bytes this checkpoint wrote for a table: every version since the previous checkpoint's."""
+        from state import delta_io
+
+        latest = self.d.coordinator.store.latest()
+        previous = latest.metadata.handle(handle.stage, handle.state) if latest is not None else None
+        since = previous.version if previous is not None and previous.table_path == handle.table_path else -1
+        if since >= handle.version:
+            return handle.model_copy(update={"bytes_added": 0})
+        total = sum(delta_io.bytes_added(handle.table_path, v) for v in range(max(since + 1, 0), handle.version + 1))
+        return handle.model_copy(update={"bytes_added": total})
+
+    def _ack(self, pending, task: str, epoch: int, handles: Iterable[StateHandle]) -> None:
+        if len(pending.not_yet_acknowledged) == 1:
+            crashpoint("after_last_ack", epoch)
+        ack = self.d.coordinator.acknowledge(pending.checkpoint_id, task, epoch, list(handles))
+        self._completion = ack.completion if ack.completion is not None else getattr(self, "_completion", None)
+
+    def _abort(self, pending, exc: BaseException) -> None:
+        from state.checkpoint import CheckpointFailureReason
+
+        try:
+            self.d.coordinator.abort(pending.checkpoint_id, CheckpointFailureReason.TASK_FAILURE, f"{type(exc).__name__}: {exc}")
+        except Exception:  # noqa: BLE001 - never hide the original failure
+            log.exception("aborting checkpoint %s failed", pending.checkpoint_id)
+
+    def _finish(self, pending, report: EpochReport) -> None:
+        completion = getattr(self, "_completion", None)
+        self._completion = None
+        if pending is None:
+            return
+        if completion is None or not completion.succeeded:
+            report.checkpoint_status = "failed"
+            report.checkpoint_detail = None if completion is None or completion.failure is None else str(completion.failure.reason.name)
+            return
+        meta = completion.completed.metadata
+        report.checkpoint_status = "completed"
+        report.state_rows, report.state_bytes, report.bytes_written = meta.state_rows, meta.state_bytes, meta.bytes_written
+        self._last_checkpoint_epoch = int(meta.epoch)
+        crashpoint("in_retention", int(meta.epoch))
+        self.release()
+
+    # -- retention, restore, savepoints -------------------------------------------------------
+
+    def release(self) -> None:
+        """Drop subsumed checkpoints and the shared files only they needed."""
+        try:
+            from state.retention import release_subsumed
+        except ImportError:  # retention lands separately
+            return
+        release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage)
+
+    def restore(self, pointer: str | int | None = None) -> dict[str, Any]:
+        """Restore state and sinks to a checkpoint (latest when None) or a savepoint; return what was done."""
+        checkpoint = self.d.coordinator.restore(pointer)
+        return self._restore_to(checkpoint)
+
+    def restore_before(self, epoch: int) -> dict[str, Any]:
+        """Restore the newest checkpoint or savepoint whose epoch is before ``epoch`` (empty state if none)."""
+        candidates = [c for c in self.d.coordinator.store.all() if int(c.metadata.epoch) < epoch]
+        if not candidates:
+            if epoch == 0:
+                return self._restore_to(None)
+            raise PipelineError(
+                f"no checkpoint or savepoint before partition {self.d.partitioning.key(epoch)} to restore; "
+                f"backfill from {self.d.partitioning.key(0)} instead"
+            )
+        best = max(candidates, key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id)))
+        checkpoint = self.d.coordinator.restore(int(best.checkpoint_id))
+        return self._restore_to(checkpoint)
+
+    def _restore_to(self, checkpoint: CompletedCheckpoint | None) -> dict[str, Any]:
+        d = self.d
+        if checkpoint is None:
+            self._wipe_state()
+            epoch = None
+        else:
+            self._restore_handles(checkpoint)
+            epoch = int(checkpoint.metadata.epoch)
+        self._rewind_sinks(epoch)
+        d.progress.reset(epoch)
+        return {
+            "checkpoint_id": None if checkpoint is None else int(checkpoint.checkpoint_id),
+            "epoch": epoch,
+            "partition": None if epoch is None else d.partitioning.key(epoch),
+        }
+
+    def _restore_handles(self, checkpoint: CompletedCheckpoint) -> None:
+        from state.keyed import restore_table
+
+        for handle in checkpoint.metadata.handles:
+            working = to_spark_path(self.d.storage.shared_dir(handle.stage, handle.state))
+            restore_table(self.d.spark, working, handle)
+
+    def _wipe_state(self) -> None:
+        fs_root = self.d.storage.child("shared")
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(fs_root)
+        for stage in self.d.pipeline.stages:
+            target = f"{path}/{stage.name}"
+            if fs.exists(target):
+                fs.rm(target, recursive=True)
+        for backend in self.d.keyed.values():
+            backend._opened.clear()
+
+    def _rewind_sinks(self, epoch: int | None) -> None:
+        d = self.d
+        producers = {s.name: s for s in d.pipeline.stages}
+        for sink in d.sinks.values():
+            if sink.spec.mode is SinkMode.APPEND:
+                sink.rewind(epoch)
+                continue
+            stage_name, _, output = sink.spec.input.partition(".")
+            stage = producers[stage_name]
+            view = None
+            if epoch is not None and hasattr(stage, "view"):
+                view = stage.view(d.context(stage, epoch), output or stage.outputs[0])
+            sink.rewind(epoch, view)
+
+    def savepoint(self, name: str | None = None) -> dict[str, Any]:
+        """Take a savepoint of the state at its current position (a self-contained copy)."""
+        d = self.d
+        progress = d.progress.load()
+        if not progress.clean:
+            self.restore()
+            progress = d.progress.load()
+        epoch = progress.last_done_epoch
+        if epoch is None:
+            raise PipelineError("nothing to save: no epoch has run yet (run some partitions first)")
+        tasks = [f"stage:{s.name}" for s in d.pipeline.ordered_stages]
+        positions = {s.name: {"epoch": epoch, "partition": d.partitioning.key(epoch)} for s in d.pipeline.sources}
+        result = d.coordinator.trigger_savepoint(epoch, tasks, positions, name=name, max_parallelism=d.pipeline.max_parallelism)
+        if not result.triggered:
+            raise PipelineError(f"savepoint declined: {result.reason.name if result.reason else 'unknown'}")
+        pending = result.pending
+        completion = None
+        for stage in d.pipeline.ordered_stages:
+            crashpoint("in_savepoint", epoch)
+            handles = self._handles_for_ack(stage, OperatorStateStore(d.operator[stage.name], d.parallelism), pending)
+            ack = d.coordinator.acknowledge(pending.checkpoint_id, f"stage:{stage.name}", epoch, handles)
+            completion = ack.completion or completion
+        if completion is None or not completion.succeeded:
+            detail = completion.failure.reason.name if completion and completion.failure else "incomplete"
+            raise PipelineError(f"savepoint {pending.spec.savepoint_name} failed: {detail}")
+        return {
+            "id": int(pending.checkpoint_id),
+            "name": pending.spec.savepoint_name,
+            "epoch": epoch,
+            "partition": d.partitioning.key(epoch),
+            "path": completion.completed.metadata_path.rsplit("/", 1)[0],
+        }

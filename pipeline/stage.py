@@ -1,0 +1,114 @@
+"""Stages and sinks: the nodes of a pipeline DAG (Flink's operators and sinks).
+
+A stage is a PySpark transformation with a name, named inputs (a source's name
+or another stage's output, ``"<stage>"`` or ``"<stage>.<output>"``), named
+outputs, and the state it declares. The runner gives it a
+:class:`StageContext` per epoch: the epoch and its window, the stage's keyed
+state backend (already at this epoch's clock) and its operator state store.
+
+A stateful stage writes its state through those backends during ``process``;
+the runner snapshots the declared states at the epoch boundary and acks them
+to the coordinator. ``initialize_state`` / ``snapshot_state`` are Flink's
+``CheckpointedFunction`` hooks, called on start/restore and at each epoch's
+end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor
+from state.keyed import KeyedStateBackend
+from state.operator import FunctionInitializationContext, FunctionSnapshotContext, OperatorStateStore
+
+
+@dataclass(frozen=True)
+class EpochInfo:
+    """One epoch: its index (from ``partitions.start``), its partition key and window."""
+
+    epoch: int
+    partition: str
+    window_start: datetime
+    window_end: datetime
+
+    @property
+    def clock(self) -> datetime:
+        """The epoch clock (TTL, processing time): the end of the window."""
+        return self.window_end
+
+
+@dataclass
+class StageContext:
+    """What a stage sees while processing one epoch."""
+
+    spark: SparkSession
+    info: EpochInfo
+    keyed: KeyedStateBackend
+    operator: OperatorStateStore
+    parallelism: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def epoch(self) -> int:
+        return self.info.epoch
+
+    @property
+    def partition(self) -> str:
+        return self.info.partition
+
+
+@runtime_checkable
+class Stage(Protocol):
+    """A node of the pipeline DAG."""
+
+    name: str
+    inputs: Sequence[str]
+    outputs: Sequence[str]
+    keyed_state: Sequence[KeyedStateDescriptor]
+    operator_state: Sequence[OperatorStateDescriptor]
+
+    def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> Mapping[str, DataFrame]:
+        """Compute this epoch's outputs (keyed by output name) from its inputs (keyed by input name)."""
+        ...
+
+
+class CheckpointedStage(Protocol):
+    """Optional hooks of a stage (Flink's ``CheckpointedFunction``)."""
+
+    def initialize_state(self, context: FunctionInitializationContext) -> None: ...
+
+    def snapshot_state(self, context: FunctionSnapshotContext) -> None: ...
+
+
+class MaterializedStage(Protocol):
+    """A stage whose output is a view of its state (an upsert sink can be rebuilt from it on restore)."""
+
+    def view(self, ctx: StageContext, output: str) -> DataFrame:
+        """The full current content of ``output`` computed from the stage's state."""
+        ...
+
+
+class SinkMode(str, Enum):
+    APPEND = "append"  # rows of an epoch replace that epoch's rows: idempotent on replay
+    UPSERT = "upsert"  # MERGE on natural keys of full values: idempotent on replay
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """A Delta table under ``<warehouse>/<name>`` fed by one stage output."""
+
+    name: str
+    input: str
+    mode: SinkMode
+    schema: T.StructType
+    keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mode is SinkMode.UPSERT and not self.keys:
+            raise ValueError(f"upsert sink {self.name!r} needs keys=")
