@@ -38,9 +38,10 @@ Dedupe (keyed state on ``event_id`` with TTL ``dedupe_ttl``, default 7 days)
   - Within an epoch, one event per ``event_id`` is kept: the smallest by
     (source_file, event_time, user_id, event_type, amount with null first).
   - It is a duplicate if the id was accepted at clock ``t`` with
-    ``clock - t <= dedupe_ttl``; otherwise (never seen, or seen *more* than the
-    TTL ago) it is distinct again and the state becomes ``clock``. A
-    duplicate does not refresh the TTL (Flink's OnCreateAndWrite).
+    ``clock - t < dedupe_ttl`` (Flink's TTL: an entry written at ``t`` is live
+    while ``clock < t + ttl``); otherwise (never seen, or seen the TTL or more
+    ago) it is distinct again and the state becomes ``clock``. A duplicate
+    does not refresh the TTL (Flink's OnCreateAndWrite).
 
 Aggregates (over distinct events, late ones included)
   - ``user_totals``: one row per user with a distinct event: ``events``,
@@ -399,7 +400,7 @@ class ReferencePipeline:
         return result
 
     def _dedupe(self, events: list[Event], clock: datetime) -> list[Event]:
-        self.seen = {k: t for k, t in self.seen.items() if clock - t <= self.dedupe_ttl}  # TTL expiry
+        self.seen = {k: t for k, t in self.seen.items() if clock - t < self.dedupe_ttl}  # TTL expiry (strict)
         distinct = [e for e in events if e.event_id not in self.seen]
         self.seen.update({e.event_id: clock for e in distinct})
         return distinct
