@@ -1,0 +1,500 @@
+"""The stateful stages of the clickstream example (DESIGN.md section 5), as :class:`~pipeline.stage.Stage` objects.
+
+``parse -> dedupe -> {aggregate_users, aggregate_hours, sessionize}``; the rules
+they follow are the ones documented in :mod:`reference` (the test oracle).
+
+Everything is set-oriented Spark (JVM) code: a stage reads its state as a
+DataFrame, joins it to the epoch's batch, writes the keys that changed (one
+``MERGE`` per state) and returns its outputs. State never goes to the driver.
+
+Two rules every stage here keeps:
+
+- **Pinned reads.** A stage's outputs are lazy and are consumed after the stage
+  has written its state (by later stages and by the sinks). Every state read
+  is pinned to the Delta version the epoch started from, so that recomputing
+  an output gives the same rows however late it happens.
+- **Held frames.** A frame used both for a state write and for an output is
+  persisted once and *held* by the stage until its next ``process`` call (or
+  until the runner calls :meth:`release`), so the epoch computes it once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Mapping, Sequence
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipeline.examples.clickstream.parse import QUARANTINE_SCHEMA, dedupe_within_batch, parse_landing
+from pipeline.examples.clickstream.transforms import (
+    hourly_revenue_delta,
+    merge_hourly_revenue,
+    merge_user_totals,
+    user_totals_delta,
+)
+from pipeline.sources import SourceBatch
+from pipeline.stage import StageContext
+from state import delta_io
+from state.descriptors import (
+    KeyedStateDescriptor,
+    OperatorStateDescriptor,
+    StateTtlConfig,
+    UnionListOperatorState,
+    ValueStateDescriptor,
+)
+from state.keyed import KeyedStateBackend
+from state.operator import OperatorStateStore
+
+# ----------------------------------------------------------------------------- names and schemas
+
+SOURCE = "landing"
+PARSE, DEDUPE, USERS, HOURS, SESSIONIZE = "parse", "dedupe", "aggregate_users", "aggregate_hours", "sessionize"
+
+
+def _schema(*fields: tuple[str, T.DataType]) -> T.StructType:
+    return T.StructType([T.StructField(name, dtype, True) for name, dtype in fields])
+
+
+_TS, _LONG, _DOUBLE, _STR = T.TimestampType(), T.LongType(), T.DoubleType(), T.StringType()
+
+USER_TOTALS_SCHEMA = _schema(
+    ("user_id", _STR), ("events", _LONG), ("purchases", _LONG), ("revenue", _DOUBLE),
+    ("first_event_time", _TS), ("last_event_time", _TS),
+)
+HOURLY_REVENUE_SCHEMA = _schema(("hour", _TS), ("purchases", _LONG), ("revenue", _DOUBLE))
+SESSIONS_SCHEMA = _schema(
+    ("user_id", _STR), ("session_start", _TS), ("session_end", _TS), ("events", _LONG), ("revenue", _DOUBLE)
+)
+LATE_EVENTS_SCHEMA = _schema(
+    ("event_id", _STR), ("user_id", _STR), ("event_type", _STR), ("amount", _DOUBLE), ("event_time", _TS),
+    ("partition", _STR),
+)
+QUARANTINE_SINK_SCHEMA = QUARANTINE_SCHEMA  # partition, file, raw, reason
+
+#: The value of ``aggregate_users``' state: the user's totals so far.
+USER_TOTALS_VALUE = T.StructType(USER_TOTALS_SCHEMA.fields[1:])
+#: The value of ``aggregate_hours``' state (keyed by the hour's start).
+HOURLY_VALUE = T.StructType(HOURLY_REVENUE_SCHEMA.fields[1:])
+#: One session of a user: first and last event time, distinct events, revenue.
+SESSION = _schema(("start", _TS), ("end", _TS), ("events", _LONG), ("revenue", _DOUBLE))
+
+
+def _micros(delta: timedelta) -> int:
+    return delta // timedelta(microseconds=1)
+
+
+def _minus(ts: Column, micros: int) -> Column:
+    """``ts - micros`` in exact microseconds (no time-zone or calendar arithmetic)."""
+    return F.timestamp_micros(F.unix_micros(ts) - F.lit(micros))
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+def pinned_read(backend: KeyedStateBackend, descriptor: KeyedStateDescriptor) -> DataFrame:
+    """Live ``key, namespace, value`` of a keyed state at its current Delta version (stable after later writes)."""
+    path = backend.open(descriptor)
+    version = delta_io.current_version(backend.spark, path)
+    return backend.read(descriptor, version=version).select("key", "namespace", "value")
+
+
+def pinned_operator_values(store: OperatorStateStore, descriptor: OperatorStateDescriptor) -> DataFrame:
+    """Every element (``value``) of a union list state at its current Delta version.
+
+    The state is registered with ``store`` (so the runner snapshots it); the
+    union of every subtask's list is what each subtask sees after a restore.
+    """
+    store.get_union_list_state(descriptor)
+    backend = store.backend
+    version = delta_io.current_version(backend.spark, backend.open(descriptor))
+    return backend.read_raw(descriptor, version).select("value")
+
+
+@dataclass
+class _Held:
+    """Frames a stage persisted for one epoch."""
+
+    frames: list[DataFrame] = field(default_factory=list)
+
+    def hold(self, df: DataFrame) -> DataFrame:
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.frames.append(df)
+        return df
+
+    def release(self) -> None:
+        for df in self.frames:
+            df.unpersist()
+        self.frames.clear()
+
+
+class _HoldingStage:
+    """Base of stages that hold frames for the epoch (released at the next ``process`` or by :meth:`release`)."""
+
+    def __init__(self) -> None:
+        self._held = _Held()
+
+    def release(self) -> None:
+        """Unpersist the frames of the last epoch (call once its sinks are written)."""
+        self._held.release()
+
+
+# ----------------------------------------------------------------------------- timers
+
+@dataclass(frozen=True)
+class EventTimeTimers:
+    """Event-time timers of a keyed stage (Flink's ``InternalTimerService``), kept as keyed state.
+
+    One row per timer in a value state: ``key``, ``namespace`` = the timer's
+    timestamp in epoch microseconds (text, so a key may hold several timers),
+    ``value`` = the timestamp. As in Flink, a timer is *due* once the
+    watermark reaches it (``timestamp <= watermark``); firing returns the due
+    timers and removes them. Every operation is one set-oriented pass (at most
+    one ``MERGE``); reads are pinned, so a returned frame stays valid after
+    the timers change.
+    """
+
+    descriptor: ValueStateDescriptor
+
+    @classmethod
+    def declare(cls, name: str = "timers", key_type: T.DataType | None = None) -> EventTimeTimers:
+        return cls(ValueStateDescriptor(name, key_type=key_type or T.StringType(), value_type=T.TimestampType()))
+
+    def read(self, backend: KeyedStateBackend) -> DataFrame:
+        """Every timer: ``key``, ``timestamp`` (pinned to the current version)."""
+        return pinned_read(backend, self.descriptor).select("key", F.col("value").alias("timestamp"))
+
+    def due(self, backend: KeyedStateBackend, watermark: DataFrame | datetime) -> DataFrame:
+        """Timers with ``timestamp <= watermark`` (``key``, ``timestamp``), left in place.
+
+        ``watermark`` is a datetime or a one-row, one-column frame (null: nothing is due).
+        """
+        timers = self.read(backend)
+        if isinstance(watermark, datetime):
+            return timers.where(F.col("timestamp") <= F.lit(watermark).cast("timestamp"))
+        mark = F.broadcast(watermark.select(F.col(watermark.columns[0]).cast("timestamp").alias("__watermark")))
+        return timers.crossJoin(mark).where(F.col("timestamp") <= F.col("__watermark")).drop("__watermark")
+
+    def fire(self, backend: KeyedStateBackend, watermark: DataFrame | datetime) -> DataFrame:
+        """The due timers (``key``, ``timestamp``), removed from the state."""
+        fired = self.due(backend, watermark)
+        self.delete(backend, fired)
+        return fired
+
+    def register(self, backend: KeyedStateBackend, timers: DataFrame) -> None:
+        """Add timers (columns ``key``, ``timestamp``); registering one twice keeps one."""
+        backend.update(self.descriptor, self._rows(timers.dropDuplicates(["key", "timestamp"]), keep=True))
+
+    def delete(self, backend: KeyedStateBackend, timers: DataFrame) -> None:
+        """Remove timers (columns ``key``, ``timestamp``); unknown ones are ignored."""
+        backend.update(self.descriptor, self._rows(timers.dropDuplicates(["key", "timestamp"]), keep=False))
+
+    def replace(self, backend: KeyedStateBackend, keys: DataFrame, timers: DataFrame) -> None:
+        """Make the timers of ``keys`` (column ``key``) exactly ``timers`` (``key``, ``timestamp``): one MERGE."""
+        key_type = self.descriptor.key_type
+        scope = keys.select(F.col("key").cast(key_type).alias("key")).distinct()
+        old = self._rows(self.read(backend).join(scope, "key", "left_semi"), keep=True)
+        new = self._rows(timers.dropDuplicates(["key", "timestamp"]), keep=True)
+        joined = old.alias("o").join(new.alias("n"), ["key", "namespace"], "full_outer")
+        backend.update(self.descriptor, joined.select("key", "namespace", F.col("n.value").alias("value")))
+
+    def _rows(self, timers: DataFrame, *, keep: bool) -> DataFrame:
+        ts = F.col("timestamp").cast("timestamp")
+        value = ts if keep else F.lit(None).cast("timestamp")  # a null value clears the row
+        return timers.select(
+            F.col("key").cast(self.descriptor.key_type).alias("key"),
+            F.unix_micros(ts).cast("string").alias("namespace"),
+            value.alias("value"),
+        )
+
+
+# ----------------------------------------------------------------------------- parse
+
+class ParseStage:
+    """``landing`` -> ``events``, ``quarantine``: :func:`parse.parse_landing` over the epoch's planned files.
+
+    Stateless. Both outputs read the files (the runner may persist them when
+    both are consumed).
+    """
+
+    inputs: Sequence[str] = (SOURCE,)
+    outputs: Sequence[str] = ("events", "quarantine")
+    keyed_state: Sequence[KeyedStateDescriptor] = ()
+    operator_state: Sequence[OperatorStateDescriptor] = ()
+
+    def __init__(self, name: str = PARSE, source: str = SOURCE) -> None:
+        self.name = name
+        self.inputs = (source,)
+
+    def process(self, ctx: StageContext, inputs: Mapping[str, object]) -> dict[str, DataFrame]:
+        batch = inputs[self.inputs[0]]
+        if not isinstance(batch, SourceBatch):
+            raise TypeError(f"stage {self.name!r} expects a SourceBatch as {self.inputs[0]!r}, got {type(batch).__name__}")
+        parsed = parse_landing(ctx.spark, batch.files, batch.partition or ctx.partition)
+        return {"events": parsed.events, "quarantine": parsed.quarantine}
+
+
+# ----------------------------------------------------------------------------- dedupe
+
+class DedupeStage(_HoldingStage):
+    """``parse.events`` -> ``distinct``: one event per ``event_id`` across epochs.
+
+    State ``seen`` (value state keyed by ``event_id``, TTL on the epoch clock,
+    value = the clock the id was accepted at). An event is a duplicate while
+    its id is live in ``seen`` (written at clock ``c``: live while
+    ``now < c + ttl``). Only new ids are written, so a duplicate never
+    refreshes the TTL. ``distinct`` is held for the epoch.
+    """
+
+    outputs: Sequence[str] = ("distinct",)
+    operator_state: Sequence[OperatorStateDescriptor] = ()
+
+    def __init__(self, ttl: timedelta, name: str = DEDUPE, input: str = f"{PARSE}.events") -> None:
+        super().__init__()
+        self.name = name
+        self.inputs = (input,)
+        self.seen = ValueStateDescriptor("seen", value_type=T.TimestampType(), ttl=StateTtlConfig(ttl))
+        self.keyed_state = (self.seen,)
+
+    def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
+        self.release()
+        batch = dedupe_within_batch(inputs[self.inputs[0]])
+        seen = pinned_read(ctx.keyed, self.seen).select(F.col("key").alias("event_id"))
+        distinct = self._held.hold(batch.join(seen, "event_id", "left_anti"))
+        accepted = distinct.select(F.col("event_id").alias("key"), F.lit(ctx.info.clock).cast("timestamp").alias("value"))
+        ctx.keyed.update(self.seen, accepted)
+        return {"distinct": distinct}
+
+
+# ----------------------------------------------------------------------------- aggregates
+
+class UserTotalsStage(_HoldingStage):
+    """``dedupe.distinct`` -> ``user_totals``: the full rows of the users with a distinct event this epoch.
+
+    State ``totals`` (value state keyed by ``user_id``, value
+    :data:`USER_TOTALS_VALUE`). :meth:`view` gives every user's row.
+    """
+
+    outputs: Sequence[str] = ("user_totals",)
+    operator_state: Sequence[OperatorStateDescriptor] = ()
+
+    def __init__(self, name: str = USERS, input: str = f"{DEDUPE}.distinct") -> None:
+        super().__init__()
+        self.name = name
+        self.inputs = (input,)
+        self.totals = ValueStateDescriptor("totals", value_type=USER_TOTALS_VALUE)
+        self.keyed_state = (self.totals,)
+
+    def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
+        self.release()
+        delta = user_totals_delta(inputs[self.inputs[0]])
+        current = _unpack(pinned_read(ctx.keyed, self.totals), "user_id").join(delta.select("user_id"), "user_id", "left_semi")
+        changed = self._held.hold(_conform(merge_user_totals(current, delta), USER_TOTALS_SCHEMA))
+        ctx.keyed.update(self.totals, _pack(changed, "user_id"))
+        return {"user_totals": changed}
+
+    def view(self, ctx: StageContext, output: str = "user_totals") -> DataFrame:
+        _check_output(self, output)
+        return _conform(_unpack(ctx.keyed.values(self.totals), "user_id"), USER_TOTALS_SCHEMA)
+
+
+class HourlyRevenueStage(_HoldingStage):
+    """``dedupe.distinct`` -> ``hourly_revenue``: the full rows of the UTC hours with a distinct event this epoch.
+
+    State ``hourly`` (value state keyed by the hour's start, a timestamp; value
+    :data:`HOURLY_VALUE`). :meth:`view` gives every hour's row.
+    """
+
+    outputs: Sequence[str] = ("hourly_revenue",)
+    operator_state: Sequence[OperatorStateDescriptor] = ()
+
+    def __init__(self, name: str = HOURS, input: str = f"{DEDUPE}.distinct") -> None:
+        super().__init__()
+        self.name = name
+        self.inputs = (input,)
+        self.hourly = ValueStateDescriptor("hourly", key_type=T.TimestampType(), value_type=HOURLY_VALUE)
+        self.keyed_state = (self.hourly,)
+
+    def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
+        self.release()
+        delta = hourly_revenue_delta(inputs[self.inputs[0]])
+        current = _unpack(pinned_read(ctx.keyed, self.hourly), "hour").join(delta.select("hour"), "hour", "left_semi")
+        changed = self._held.hold(_conform(merge_hourly_revenue(current, delta), HOURLY_REVENUE_SCHEMA))
+        ctx.keyed.update(self.hourly, _pack(changed, "hour"))
+        return {"hourly_revenue": changed}
+
+    def view(self, ctx: StageContext, output: str = "hourly_revenue") -> DataFrame:
+        _check_output(self, output)
+        return _conform(_unpack(ctx.keyed.values(self.hourly), "hour"), HOURLY_REVENUE_SCHEMA)
+
+
+def _unpack(state: DataFrame, key: str) -> DataFrame:
+    """State rows (key, value struct) as sink rows (``key`` renamed, the struct's fields as columns)."""
+    return state.select(F.col("key").alias(key), "value.*")
+
+
+def _pack(rows: DataFrame, key: str) -> DataFrame:
+    """Sink rows as state rows: ``key``, ``value`` (a struct of the other columns)."""
+    return rows.select(F.col(key).alias("key"), F.struct(*[c for c in rows.columns if c != key]).alias("value"))
+
+
+def _conform(df: DataFrame, schema: T.StructType) -> DataFrame:
+    return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def _check_output(stage, output: str) -> None:
+    if output not in stage.outputs:
+        raise KeyError(f"stage {stage.name!r} has no output {output!r}; outputs: {list(stage.outputs)}")
+
+
+# ----------------------------------------------------------------------------- sessions
+
+_SESSIONS_TYPE = T.ArrayType(SESSION)
+
+
+def merge_session_spans(spans: Column, gap: timedelta) -> Column:
+    """Sessions (array of :data:`SESSION`) merged so that consecutive ones are more than ``gap`` apart.
+
+    ``spans`` holds a user's open sessions and new events (an event is a
+    session with start = end). Sorted by start, each span joins the current
+    session when it starts at most ``gap`` after the session's end, so an
+    event within the gap of two sessions bridges them. One JVM fold per user.
+    """
+    gap_micros = F.lit(_micros(gap))
+    zero = F.struct(F.array().cast(_SESSIONS_TYPE).alias("done"), F.lit(None).cast(SESSION).alias("cur"))
+
+    def step(acc: Column, span: Column) -> Column:
+        cur = acc["cur"]
+        joins = cur.isNotNull() & (F.unix_micros(span["start"]) - F.unix_micros(cur["end"]) <= gap_micros)
+        merged = F.struct(
+            cur["start"].alias("start"),
+            F.greatest(cur["end"], span["end"]).alias("end"),
+            (cur["events"] + span["events"]).alias("events"),
+            (cur["revenue"] + span["revenue"]).alias("revenue"),
+        )
+        closed = F.when(cur.isNull(), acc["done"]).otherwise(F.concat(acc["done"], F.array(cur)))
+        return F.when(joins, F.struct(acc["done"].alias("done"), merged.alias("cur"))).otherwise(
+            F.struct(closed.alias("done"), span.alias("cur"))
+        )
+
+    def finish(acc: Column) -> Column:
+        return F.when(acc["cur"].isNull(), acc["done"]).otherwise(F.concat(acc["done"], F.array(acc["cur"])))
+
+    return F.aggregate(F.array_sort(spans), zero, step, finish).cast(_SESSIONS_TYPE)
+
+
+class SessionStage(_HoldingStage):
+    """``dedupe.distinct`` -> ``sessions``, ``late_events``: event-time sessions closed by the watermark.
+
+    State:
+
+    - ``max_event_time`` (operator union list state): the largest event time of
+      the distinct events so far; watermark = it minus ``allowed_lateness``.
+    - ``open_sessions`` (value state keyed by ``user_id``): the user's open
+      sessions, an array of :data:`SESSION` sorted by start.
+    - ``timers`` (:class:`EventTimeTimers`): per user with open sessions, one
+      timer at its earliest session's ``end + gap + 1µs``, due exactly when
+      ``end + gap < watermark``.
+
+    Per epoch, with ``W0`` the watermark at its start (none in the first epoch):
+
+    1. a distinct event with ``event_time < W0`` is late: ``late_events``;
+    2. the watermark advances: ``W1 = max(max_event_time, batch max) - lateness``;
+    3. the users to look at are those with on-time events and those whose
+       timer is due at ``W1``; their open sessions and new events are merged
+       (:func:`merge_session_spans`), the sessions with ``end + gap < W1``
+       are emitted (``sessions``) and dropped, the rest stay, and their
+       timers are reset to the new earliest session (one MERGE per state).
+    """
+
+    outputs: Sequence[str] = ("sessions", "late_events")
+
+    def __init__(
+        self, gap: timedelta, allowed_lateness: timedelta, name: str = SESSIONIZE, input: str = f"{DEDUPE}.distinct"
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.inputs = (input,)
+        self.gap = gap
+        self.allowed_lateness = allowed_lateness
+        self.open_sessions = ValueStateDescriptor("open_sessions", value_type=_SESSIONS_TYPE)
+        self.timers = EventTimeTimers.declare("timers")
+        self.max_event_time = UnionListOperatorState("max_event_time", T.TimestampType())
+        self.keyed_state = (self.open_sessions, self.timers.descriptor)
+        self.operator_state = (self.max_event_time,)
+
+    def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
+        self.release()
+        distinct = inputs[self.inputs[0]]
+        marks = self._watermarks(ctx, distinct)
+        flagged = distinct.crossJoin(F.broadcast(marks.select("watermark_before"))).withColumn(
+            "__late", F.coalesce(F.col("event_time") < F.col("watermark_before"), F.lit(False))
+        )
+        late = flagged.where("__late").select(*LATE_EVENTS_SCHEMA.names)
+        users = self._sessionize(ctx, flagged.where(~F.col("__late")), marks.select("watermark_after"))
+        emitted = users.select("user_id", F.explode("closed").alias("s")).select(
+            "user_id",
+            F.col("s.start").alias("session_start"),
+            F.col("s.end").alias("session_end"),
+            F.col("s.events").alias("events"),
+            F.col("s.revenue").alias("revenue"),
+        )
+        return {"sessions": _conform(emitted, SESSIONS_SCHEMA), "late_events": _conform(late, LATE_EVENTS_SCHEMA)}
+
+    def _watermarks(self, ctx: StageContext, distinct: DataFrame) -> DataFrame:
+        """One row: ``watermark_before``, ``watermark_after`` (null before any event); stages the new max."""
+        lateness = _micros(self.allowed_lateness)
+        before = pinned_operator_values(ctx.operator, self.max_event_time).agg(F.max("value").alias("old_max"))
+        batch = distinct.agg(F.max("event_time").alias("batch_max"))
+        newest = F.greatest("old_max", "batch_max")
+        marks = self._held.hold(
+            before.crossJoin(batch).select(
+                _minus(F.col("old_max"), lateness).alias("watermark_before"),
+                newest.alias("max_event_time"),
+                _minus(newest, lateness).alias("watermark_after"),
+            )
+        )
+        new_state = marks.where(F.col("max_event_time").isNotNull()).select(
+            F.lit(0).alias("subtask"), F.col("max_event_time").alias("value")
+        )
+        ctx.operator.get_union_list_state(self.max_event_time).update(new_state)
+        return marks
+
+    def _sessionize(self, ctx: StageContext, on_time: DataFrame, watermark: DataFrame) -> DataFrame:
+        """Per touched user: ``user_id``, ``closed`` and ``open`` sessions; writes the sessions and timers."""
+        purchase = F.col("event_type") == "purchase"
+        span = F.struct(
+            F.col("event_time").alias("start"),
+            F.col("event_time").alias("end"),
+            F.lit(1).cast("long").alias("events"),
+            F.coalesce(F.when(purchase, F.col("amount")), F.lit(0.0)).cast("double").alias("revenue"),
+        )
+        new = on_time.groupBy("user_id").agg(F.collect_list(span).alias("new"))
+        fired = self.timers.due(ctx.keyed, watermark).select(F.col("key").alias("user_id"))
+        touched = new.select("user_id").union(fired).distinct()
+        state = pinned_read(ctx.keyed, self.open_sessions).select(F.col("key").alias("user_id"), F.col("value").alias("old"))
+        empty = F.array().cast(_SESSIONS_TYPE)
+        merged = merge_session_spans(F.concat(F.coalesce("old", empty), F.coalesce("new", empty)), self.gap)
+        gap = _micros(self.gap)
+        closes = lambda s: F.coalesce(F.unix_micros(s["end"]) + F.lit(gap) < F.unix_micros(F.col("watermark_after")), F.lit(False))  # noqa: E731
+        users = self._held.hold(
+            touched.join(new, "user_id", "left")
+            .join(state, "user_id", "left")
+            .crossJoin(F.broadcast(watermark))
+            .select("user_id", merged.alias("sessions"), "watermark_after")
+            .select(
+                "user_id",
+                F.filter("sessions", closes).alias("closed"),
+                F.filter("sessions", lambda s: ~closes(s)).alias("open"),
+            )
+        )
+        still_open = F.when(F.size("open") > 0, F.col("open"))
+        ctx.keyed.update(self.open_sessions, users.select(F.col("user_id").alias("key"), still_open.alias("value")))
+        earliest_end = F.array_min(F.transform("open", lambda s: s["end"]))
+        timers = users.where(F.size("open") > 0).select(
+            F.col("user_id").alias("key"), F.timestamp_micros(F.unix_micros(earliest_end) + F.lit(gap + 1)).alias("timestamp")
+        )
+        self.timers.replace(ctx.keyed, users.select(F.col("user_id").alias("key")), timers)
+        return users
