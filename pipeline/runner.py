@@ -35,7 +35,7 @@ from state.checkpoint import CheckpointCoordinator, CompletedCheckpoint, SystemC
 from state.checkpoint.metadata import CheckpointKind
 from state.handles import StateHandle
 from state.keyed import KeyedStateBackend
-from state.operator import OperatorStateBackend, OperatorStateStore, initialize_function, snapshot_function
+from state.operator import FunctionSnapshotContext, OperatorStateBackend, OperatorStateStore, initialize_function
 
 log = logging.getLogger("epochal.runner")
 
@@ -248,9 +248,8 @@ class EpochRunner:
             if len(stage.outputs) == 1:
                 outputs[stage.name] = frame
         if hasattr(stage, "snapshot_state"):
-            snapshot_function(stage, store, checkpoint_id=pending.checkpoint_id if pending else None, epoch=epoch)
-        else:
-            store.snapshot()
+            stage.snapshot_state(FunctionSnapshotContext(pending.checkpoint_id if pending else None, epoch))
+        store.flush()
         crashpoint("after_state_write", epoch)
         if pending is not None:
             self._ack(pending, f"stage:{stage.name}", epoch, self._handles_for_ack(stage, store, pending))

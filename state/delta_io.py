@@ -84,25 +84,28 @@ class TableDetail:
     properties: dict[str, str]
 
 
+def _jvm_snapshot(spark, path: str):
+    """The latest Delta snapshot of ``path`` from the JVM's DeltaLog (metadata only, no job)."""
+    jvm = spark._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    none = jvm.scala.Option.empty()
+    return jvm, log.update(False, none, none)
+
+
 def table_detail(spark, path: str) -> TableDetail:
     """Current version, live bytes and properties of the Delta table at ``path``."""
-    from delta.tables import DeltaTable
-
-    table = DeltaTable.forPath(spark, path)
-    detail = table.detail().select("sizeInBytes", "numFiles", "properties").first()
-    version = table.history(1).select("version").first()[0]
+    jvm, snapshot = _jvm_snapshot(spark, path)
+    configuration = jvm.scala.collection.JavaConverters.mapAsJavaMap(snapshot.metadata().configuration())
     return TableDetail(
-        version=int(version),
-        bytes_total=int(detail["sizeInBytes"] or 0),
-        num_files=int(detail["numFiles"] or 0),
-        properties=dict(detail["properties"] or {}),
+        version=int(snapshot.version()),
+        bytes_total=int(snapshot.sizeInBytes()),
+        num_files=int(snapshot.numOfFiles()),
+        properties={str(k): str(v) for k, v in dict(configuration).items()},
     )
 
 
 def current_version(spark, path: str) -> int:
-    from delta.tables import DeltaTable
-
-    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+    return int(_jvm_snapshot(spark, path)[1].version())
 
 
 def read_version(spark, path: str, version: int | None = None):

@@ -451,7 +451,8 @@ def create_table(spark, path: str, schema: T.StructType, properties: dict[str, s
     """Create an empty Delta table with its properties in one commit (version 0)."""
     from delta.tables import DeltaTable
 
-    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    location = path[len("file://"):] if path.startswith("file:///") else path  # Delta qualifies it itself
+    builder = DeltaTable.createIfNotExists(spark).location(location).addColumns(schema)
     for key, value in properties.items():
         builder = builder.property(key, value)
     builder.execute()

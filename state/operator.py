@@ -60,12 +60,16 @@ class OperatorStateBackend:
         self.spark = spark
         self.root = root.rstrip("/")
         self.stage = stage
+        self._opened: set[str] = set()
 
     def table_path(self, descriptor: OperatorStateDescriptor) -> str:
         return posixpath.join(self.root, self.stage, descriptor.name)
 
     def open(self, descriptor: OperatorStateDescriptor) -> str:
         path = self.table_path(descriptor)
+        if path in self._opened:
+            return path
+        self._opened.add(path)
         if not delta_io.is_delta_table(path):
             props = {
                 **delta_io.STATE_TABLE_PROPERTIES,
@@ -147,6 +151,7 @@ class OperatorStateBackend:
 
     def restore(self, descriptor: OperatorStateDescriptor, handle: StateHandle) -> None:
         restore_table(self.spark, self.table_path(descriptor), handle)
+        self._opened.discard(self.table_path(descriptor))
 
 
 def redistribute(spark, stored: DataFrame, mode: OperatorStateMode, parallelism: int) -> DataFrame:
@@ -240,11 +245,15 @@ class OperatorStateStore:
     def get_broadcast_state(self, descriptor: OperatorStateDescriptor) -> OperatorListState:
         return self._register(descriptor, OperatorStateMode.BROADCAST)
 
-    def snapshot(self) -> list[StateHandle]:
-        """Write pending changes (one commit per changed state); handles on every registered state."""
+    def flush(self) -> None:
+        """Write pending changes: one commit per changed state."""
         for name, elements in self._pending.items():
             self.backend.write(self._registered[name], elements, self.parallelism)
         self._pending.clear()
+
+    def snapshot(self) -> list[StateHandle]:
+        """Write pending changes; handles on every registered state."""
+        self.flush()
         return [self.backend.snapshot(d, self.parallelism) for d in self._registered.values()]
 
 

@@ -1,0 +1,127 @@
+"""The epoch runner on a tiny pipeline: checkpoints, restore, backfill, crashes at named points."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config import load_settings
+from pipeline.errors import PipelineError, StageError
+from pipeline.registry import build_deployment
+from pipeline.runner import EpochRunner
+
+import toy_pipeline as toy
+
+HOURS = [
+    [("a", 1), ("b", 2)],
+    [("a", 10), ("c", 3)],
+    [("b", 5)],
+    [("a", 100), ("d", 7)],
+]
+EXPECTED_TOTALS = {"a": 111, "b": 7, "c": 3, "d": 7}
+
+
+def _deploy(tmp: Path, **checkpoints) -> Path:
+    landing = tmp / "landing"
+    for hour, rows in enumerate(HOURS):
+        toy.write_hour(landing, hour, rows)
+    config = {
+        "pipeline": "toy",
+        "landing": str(landing),
+        "warehouse": str(tmp / "warehouse"),
+        "checkpoints": {"dir": str(tmp / "checkpoints"), "retain": 2, **checkpoints},
+        "partitions": {"start": "2026-11-01T00:00:00Z"},
+        "spark": {"master": "local[2]", "parallelism": 2, "max_parallelism": 16},
+    }
+    path = tmp / "epochal.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture()
+def toy_registered():
+    from pipeline.registry import PIPELINES
+
+    toy.register()
+    yield
+    PIPELINES.pop("toy", None)
+
+
+def _runner(spark, config: Path) -> EpochRunner:
+    return EpochRunner(build_deployment(load_settings(config), spark))
+
+
+def _sinks(runner) -> tuple[dict, list]:
+    totals = {r.key: r.total for r in runner.d.sinks["totals"].read().collect()}
+    log = sorted((r.epoch, r.key, r.n) for r in runner.d.sinks["log"].read().collect())
+    return totals, log
+
+
+EXPECTED_LOG = sorted((e, k, n) for e, rows in enumerate(HOURS) for k, n in rows)
+
+
+def test_run_checkpoints_restore_and_backfill(spark, tmp_path, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path))
+    report = runner.run(to="2026-11-01-03:00")
+    assert [e.epoch for e in report.epochs] == [0, 1, 2, 3]
+    assert all(e.checkpoint_status == "completed" for e in report.epochs)
+    assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
+    retained = runner.d.coordinator.store.all()
+    assert sorted(int(c.metadata.epoch) for c in retained if c.metadata.kind.value == "checkpoint")[-2:] == [2, 3]
+
+    # restore the checkpoint of epoch 2: state and sinks rewind to the end of epoch 2 ...
+    cp2 = [c for c in retained if int(c.metadata.epoch) == 2][0]
+    restored = runner.restore(int(cp2.checkpoint_id))
+    assert restored["epoch"] == 2
+    totals, log = _sinks(runner)
+    assert totals == {"a": 11, "b": 7, "c": 3} and max(e for e, _, _ in log) == 2
+    # ... and running on gives the straight run's sinks
+    runner.run(to="2026-11-01-03:00")
+    assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
+
+    # a backfill from hour 3 restores the newest checkpoint before it and replays
+    report = runner.run(from_="2026-11-01-03:00", to="2026-11-01-03:00")
+    assert report.restored["epoch"] == 2 and [e.epoch for e in report.epochs] == [3]
+    assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
+    # a backfill from the first partition starts from empty state
+    report = runner.run(from_="2026-11-01-00:00", to="2026-11-01-00:00")
+    assert report.restored["checkpoint_id"] is None
+    assert _sinks(runner)[0] == {"a": 1, "b": 2}
+
+
+def test_gaps_and_user_errors_are_reported(spark, tmp_path, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path))
+    with pytest.raises(PipelineError, match="run from 2026-11-01-00:00 first"):
+        runner.run(from_="2026-11-01-02:00", to="2026-11-01-02:00")
+    toy.write_hour(tmp_path / "landing", 0, [])
+    (tmp_path / "landing" / "dt=2026-11-01" / "hour=00" / "part-0000.jsonl").write_text('{"key": "a", "n": 1}\n')
+
+    class Broken(toy.Sum):
+        def process(self, ctx, inputs):
+            raise ZeroDivisionError("boom")
+
+    runner.d.pipeline.stages[1].__class__ = Broken
+    with pytest.raises(StageError, match=r"stage 'sum' failed at epoch 0 \(partition 2026-11-01-00:00\): ZeroDivisionError: boom"):
+        runner.run(to="2026-11-01-00:00")
+    assert runner.d.progress.load().in_progress == 0
+
+
+CRASH_POINTS = ["after_trigger", "in_stage", "after_state_write", "after_last_ack", "after_metadata", "in_sink", "in_retention"]
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_kill_at_named_point_then_rerun_equals_straight_run(spark, tmp_path, toy_registered, point):
+    config = _deploy(tmp_path, interval_epochs=2)
+    env = {**os.environ, "EPOCHAL_CRASH_AT": f"{point}:3", "PYTHONPATH": str(Path(__file__).parent)}
+    script = str(Path(__file__).parent / "toy_pipeline.py")
+    killed = subprocess.run([sys.executable, script, str(config), "2026-11-01-03:00"], env=env, capture_output=True, timeout=600)
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    runner = _runner(spark, config)
+    runner.run(to="2026-11-01-03:00")
+    assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
+    assert {r.key: r.value for r in runner.d.keyed["sum"].values(toy.TOTAL).collect()} == EXPECTED_TOTALS
