@@ -1,0 +1,177 @@
+"""Snapshot strategies: what the handles of a checkpoint point at.
+
+The working state tables live at ``<checkpoints>/shared/<stage>/<state>``
+(:func:`working_root`, :func:`working_table_path`).
+
+* INCREMENTAL checkpoint (``checkpoints.mode: incremental``): a handle is the
+  working table's current Delta version; nothing is copied. The versions stay
+  readable because retention (:mod:`state.retention`) keeps every file a
+  retained checkpoint's version needs, and the Delta log is never truncated.
+* FULL checkpoint (``checkpoints.mode: full``) and every SAVEPOINT: each state
+  table is copied, read at the handle's version and written as a new Delta
+  table with the same schema and the ``epochal.*`` / ``delta.*`` properties of
+  that version, to ``<location>/state/<stage>/<state>`` (``location`` is the
+  ``chk-<id>`` or ``savepoints/<name>`` folder). The handle then names the copy
+  with a path RELATIVE to ``location``: the folder is self-contained and can be
+  moved. :func:`~state.lifecycle.paths.resolve_handle_path` turns a handle and
+  the path of its ``_metadata`` back into an absolute Spark path.
+
+The epoch runner calls :func:`materialize_handles` with the handles a stage
+snapshotted and the pending checkpoint, and acknowledges with what it returns.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from config.models import CheckpointMode
+from state import delta_io
+from state.checkpoint.metadata import CheckpointKind
+from state.checkpoint.pending import CheckpointSpec, PendingCheckpoint
+from state.checkpoint.storage import CheckpointStorage, validate_name
+from state.handles import StateHandle
+from state.keyed import create_table
+from state.lifecycle.deltalog import DeltaLog, VersionSnapshot
+from state.lifecycle.errors import SnapshotUnavailable, SnapshotWriteError
+from state.lifecycle.paths import is_relative, join_url, resolve_handle_path, resolve_table_url, to_spark
+
+STATE_DIR = "state"
+COPIED_PROPERTY_PREFIXES = ("epochal.", "delta.")
+
+__all__ = [
+    "SnapshotTarget", "copy_relative_path", "copy_state", "copy_table_version", "copied_properties", "is_copy", "materialize_handles",
+    "resolve_handle_path", "resolve_table_url", "working_root", "working_table_path",
+]
+
+
+@dataclass(frozen=True)
+class SnapshotTarget:
+    """How and where one checkpoint stores its state."""
+
+    kind: CheckpointKind
+    mode: CheckpointMode
+    location: str  # URL of the folder that holds (or will hold) the _metadata
+
+    @classmethod
+    def of(cls, checkpoint: PendingCheckpoint | CheckpointSpec | SnapshotTarget) -> SnapshotTarget:
+        if isinstance(checkpoint, SnapshotTarget):
+            return checkpoint
+        spec = checkpoint.spec if isinstance(checkpoint, PendingCheckpoint) else checkpoint
+        return cls(spec.kind, spec.mode, spec.location)
+
+    @property
+    def self_contained(self) -> bool:
+        """Savepoints and full checkpoints copy their state; incremental checkpoints reference it."""
+        return self.kind is CheckpointKind.SAVEPOINT or self.mode is CheckpointMode.FULL
+
+
+def working_root(storage: CheckpointStorage) -> str:
+    """Spark path of ``<checkpoints>/shared``: the root to give the state backends."""
+    return to_spark(storage.child("shared"))
+
+
+def working_table_path(storage: CheckpointStorage, stage: str, state: str) -> str:
+    """Spark path of the working table of one state."""
+    return to_spark(storage.shared_dir(stage, state))
+
+
+def copy_relative_path(handle: StateHandle) -> str:
+    """Where a full checkpoint or savepoint keeps its copy of a state, relative to its folder."""
+    stage = validate_name(handle.stage, what="stage name")
+    state = validate_name(handle.state, what="state name")
+    return posixpath.join(STATE_DIR, stage, state)
+
+
+def materialize_handles(
+    spark: Any,
+    storage: CheckpointStorage,
+    handles: Iterable[StateHandle],
+    checkpoint: PendingCheckpoint | CheckpointSpec | SnapshotTarget,
+) -> list[StateHandle]:
+    """The handles to acknowledge ``checkpoint`` with.
+
+    Incremental checkpoints: ``handles`` unchanged. Full checkpoints and
+    savepoints: each state copied under the checkpoint's folder, the returned
+    handles naming the copies by relative path. Call it after the stage wrote
+    its state for the epoch and before ``coordinator.acknowledge``.
+    """
+    target = SnapshotTarget.of(checkpoint)
+    handles = list(handles)
+    if not target.self_contained:
+        return handles
+    _check_not_completed(storage, target)
+    return [copy_state(spark, storage, handle, target.location) for handle in handles]
+
+
+def _check_not_completed(storage: CheckpointStorage, target: SnapshotTarget) -> None:
+    metadata = f"{target.location.rstrip('/')}/_metadata"
+    if storage.exists(metadata):
+        raise SnapshotWriteError(
+            f"{target.location} already holds a completed checkpoint or savepoint ({metadata}); "
+            "its state copies are never overwritten.",
+            action="take the savepoint under another name.",
+            path=metadata,
+        )
+
+
+def copy_state(
+    spark: Any, storage: CheckpointStorage, handle: StateHandle, location: str, *, metadata_path: str | None = None
+) -> StateHandle:
+    """Copy the table version ``handle`` names to ``<location>/state/<stage>/<state>``; return its handle.
+
+    A copy left by an interrupted attempt at the same place is deleted first
+    (the folder has no ``_metadata`` yet, so nothing refers to it).
+    """
+    relative = copy_relative_path(handle)
+    target_url = join_url(location, relative)
+    source_url = resolve_table_url(handle, metadata_path)
+    snapshot = DeltaLog(source_url).snapshot(handle.version)
+    storage.delete_tree(target_url)
+    copy_table_version(spark, source_url, snapshot, target_url, rows=handle.rows)
+    copied = DeltaLog(target_url)
+    copy = copied.snapshot(_latest(copied))
+    return handle.model_copy(
+        update={
+            "table_path": relative,
+            "version": copy.version,
+            "bytes_total": copy.bytes_total,
+            "bytes_added": copy.bytes_total,
+        }
+    )
+
+
+def _latest(table: DeltaLog) -> int:
+    latest = table.latest_version()
+    if latest is None:
+        raise SnapshotUnavailable(f"No Delta table was written at {table.url}.", path=table.url)
+    return latest
+
+
+def copied_properties(configuration: Mapping[str, str]) -> dict[str, str]:
+    """The table properties a copy keeps: ``epochal.*`` and ``delta.*``."""
+    return {k: v for k, v in configuration.items() if k.startswith(COPIED_PROPERTY_PREFIXES)}
+
+
+def copy_table_version(
+    spark: Any, source_url: str, snapshot: VersionSnapshot, target_url: str, *, rows: int | None = None
+) -> None:
+    """Write ``snapshot`` of the table at ``source_url`` as a new Delta table at ``target_url``.
+
+    The new table is created with the exact schema (NOT NULL columns kept) and
+    properties of that version (one commit), then the rows are appended (a
+    second commit, skipped when ``rows`` is 0).
+    """
+    target = to_spark(target_url)
+    create_table(spark, target, snapshot.schema, copied_properties(snapshot.configuration))
+    if rows == 0:
+        return
+    data = delta_io.read_version(spark, to_spark(source_url), snapshot.version)
+    data.write.format("delta").mode("append").save(target)
+
+
+def is_copy(handle: StateHandle) -> bool:
+    """True for a handle naming a self-contained copy (a path relative to its ``_metadata``)."""
+    return is_relative(handle.table_path)
