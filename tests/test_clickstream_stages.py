@@ -23,7 +23,7 @@ from pipeline.examples.clickstream import reference as ref
 from pipeline.examples.clickstream.generator import GeneratorConfig, generate
 from pipeline.examples.clickstream.layout import hour_dir, partition_window
 from pipeline.examples.clickstream.pipeline import build_pipeline
-from pipeline.examples.clickstream.stages import SESSION, EventTimeTimers, merge_session_spans
+from pipeline.examples.clickstream.stages import SESSION, EventTimeTimers, SessionStage, merge_session_spans
 from pipeline.stage import EpochInfo, SinkMode, StageContext
 from state.keyed import KeyedStateBackend
 from state.operator import OperatorStateBackend, OperatorStateStore
@@ -104,6 +104,7 @@ class Run:
     per_epoch: list[dict[str, pd.DataFrame]] = field(default_factory=list)  # sink -> rows written that epoch
     upserts: dict[str, pd.DataFrame] = field(default_factory=dict)  # upsert sink -> last row per key
     views: dict[str, pd.DataFrame] = field(default_factory=dict)  # upsert sink -> stage.view() at the end
+    keyed: dict[str, KeyedStateBackend] = field(default_factory=dict)  # stage -> its keyed state
 
     def appended(self, sink: str) -> pd.DataFrame:
         return pd.concat([e[sink] for e in self.per_epoch], ignore_index=True)
@@ -113,7 +114,7 @@ def run_epochs(spark, pipeline, root: str, partitions: list[str]) -> Run:
     stages = pipeline.ordered_stages
     keyed = {s.name: KeyedStateBackend(spark, f"{root}/keyed", s.name, max_parallelism=pipeline.max_parallelism) for s in stages}
     operator = {s.name: OperatorStateStore(OperatorStateBackend(spark, f"{root}/operator", s.name), PARALLELISM) for s in stages}
-    run = Run()
+    run = Run(keyed=keyed)
     for epoch, partition in enumerate(partitions, start=1):
         info = EpochInfo(epoch, partition, *partition_window(partition))
         outputs: dict[str, object] = {src.name: src.plan(info) for src in pipeline.sources}
@@ -229,6 +230,21 @@ def test_scenario_late_events_and_dedupe_ttl(run) -> None:
     assert _rows(run.upserts["user_totals"], user_id="zl")[0]["revenue"] == 7.0  # late, still counted
 
 
+def test_open_sessions_and_their_timers_are_the_references(run, reference) -> None:
+    """After the last epoch: the open sessions equal the reference's, one timer per user at its earliest end + gap + 1us."""
+    stage = next(s for s in build_pipeline(Settings()).stages if isinstance(s, SessionStage))
+    backend = run.keyed[stage.name]
+    state = backend.values(stage.open_sessions).select(F.col("key").alias("user_id"), F.explode("value").alias("s"))
+    actual = _to_pandas(state.select("user_id", F.col("s.start").alias("session_start"), F.col("s.end").alias("session_end"),
+                                     F.col("s.events").alias("events"), F.col("s.revenue").alias("revenue")))
+    expected = ref.sessions_frame(s for sessions in reference.open_sessions.values() for s in sessions)
+    assert len(expected) > 0
+    assert_same_rows(actual, expected)
+    timers = _to_pandas(stage.timers.read(backend).select(F.col("key").alias("user_id"), F.col("timestamp").alias("event_time")))
+    due = expected.groupby("user_id")["session_end"].min() + pd.Timedelta(minutes=30, microseconds=1)
+    assert sorted(zip(timers["user_id"], timers["event_time"])) == sorted(zip(due.index, due))
+
+
 # ----------------------------------------------------------------------------- smaller parts
 
 def test_strict_ttl_in_the_reference() -> None:
@@ -272,5 +288,3 @@ def test_event_time_timers_fire_once_the_watermark_reaches_them(spark, tmp_path)
     fired = timers.fire(backend, at(30))  # due: timestamp <= watermark
     assert sorted((r.key, r.timestamp.astimezone(UTC)) for r in fired.collect()) == [("a", at(10)), ("b", at(30))]
     assert [(r.key, r.timestamp.astimezone(UTC)) for r in timers.read(backend).collect()] == [("a", at(50))]
-    timers.replace(backend, spark.createDataFrame([("a",)], "key string"), spark.createDataFrame([("a", at(70))], "key string, timestamp timestamp"))
-    assert [(r.key, r.timestamp.astimezone(UTC)) for r in timers.read(backend).collect()] == [("a", at(70))]

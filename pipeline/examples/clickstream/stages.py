@@ -20,10 +20,12 @@ Two rules every stage here keeps:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Mapping, Sequence
 
+import fsspec
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -47,7 +49,7 @@ from state.descriptors import (
     ValueStateDescriptor,
 )
 from state.keyed import KeyedStateBackend
-from state.operator import OperatorStateStore
+from state.operator import OperatorListState
 
 # ----------------------------------------------------------------------------- names and schemas
 
@@ -94,23 +96,33 @@ def _minus(ts: Column, micros: int) -> Column:
 
 # ----------------------------------------------------------------------------- shared helpers
 
+def latest_version(path: str) -> int:
+    """The latest version of the Delta table at ``path``: its newest commit file (metadata only, no Spark job)."""
+    fs, log = fsspec.core.url_to_fs(delta_io.to_fs_url(delta_io.delta_log_dir(path)))
+    versions = [int(m.group(1)) for name in fs.ls(log, detail=False) if (m := _COMMIT_FILE.search(name))]
+    if not versions:
+        raise FileNotFoundError(f"no Delta commit under {log}")
+    return max(versions)
+
+
+_COMMIT_FILE = re.compile(r"(?:^|/)([0-9]{20})\.json$")
+
+
 def pinned_read(backend: KeyedStateBackend, descriptor: KeyedStateDescriptor) -> DataFrame:
     """Live ``key, namespace, value`` of a keyed state at its current Delta version (stable after later writes)."""
-    path = backend.open(descriptor)
-    version = delta_io.current_version(backend.spark, path)
+    version = latest_version(backend.open(descriptor))
     return backend.read(descriptor, version=version).select("key", "namespace", "value")
 
 
-def pinned_operator_values(store: OperatorStateStore, descriptor: OperatorStateDescriptor) -> DataFrame:
+def pinned_union_list(state: OperatorListState) -> DataFrame:
     """Every element (``value``) of a union list state at its current Delta version.
 
-    The state is registered with ``store`` (so the runner snapshots it); the
-    union of every subtask's list is what each subtask sees after a restore.
+    The union of every subtask's list is what each subtask sees after a
+    restore; the handle (from ``get_union_list_state``) has opened the table.
     """
-    store.get_union_list_state(descriptor)
-    backend = store.backend
-    version = delta_io.current_version(backend.spark, backend.open(descriptor))
-    return backend.read_raw(descriptor, version).select("value")
+    backend = state.store.backend
+    path = backend.table_path(state.descriptor)
+    return delta_io.read_version(backend.spark, path, latest_version(path)).select("value")
 
 
 @dataclass
@@ -166,12 +178,15 @@ class EventTimeTimers:
         """Every timer: ``key``, ``timestamp`` (pinned to the current version)."""
         return pinned_read(backend, self.descriptor).select("key", F.col("value").alias("timestamp"))
 
-    def due(self, backend: KeyedStateBackend, watermark: DataFrame | datetime) -> DataFrame:
+    def due(
+        self, backend: KeyedStateBackend, watermark: DataFrame | datetime, *, current: DataFrame | None = None
+    ) -> DataFrame:
         """Timers with ``timestamp <= watermark`` (``key``, ``timestamp``), left in place.
 
-        ``watermark`` is a datetime or a one-row, one-column frame (null: nothing is due).
+        ``watermark`` is a datetime or a one-row, one-column frame (null: nothing
+        is due); ``current`` is a frame from :meth:`read` to reuse (else read now).
         """
-        timers = self.read(backend)
+        timers = self.read(backend) if current is None else current
         if isinstance(watermark, datetime):
             return timers.where(F.col("timestamp") <= F.lit(watermark).cast("timestamp"))
         mark = F.broadcast(watermark.select(F.col(watermark.columns[0]).cast("timestamp").alias("__watermark")))
@@ -191,11 +206,17 @@ class EventTimeTimers:
         """Remove timers (columns ``key``, ``timestamp``); unknown ones are ignored."""
         backend.update(self.descriptor, self._rows(timers.dropDuplicates(["key", "timestamp"]), keep=False))
 
-    def replace(self, backend: KeyedStateBackend, keys: DataFrame, timers: DataFrame) -> None:
-        """Make the timers of ``keys`` (column ``key``) exactly ``timers`` (``key``, ``timestamp``): one MERGE."""
+    def replace(
+        self, backend: KeyedStateBackend, keys: DataFrame, timers: DataFrame, *, current: DataFrame | None = None
+    ) -> None:
+        """Make the timers of ``keys`` (column ``key``) exactly ``timers`` (``key``, ``timestamp``): one MERGE.
+
+        ``current`` is a frame from :meth:`read` to reuse (it must be the timers as they are now).
+        """
         key_type = self.descriptor.key_type
         scope = keys.select(F.col("key").cast(key_type).alias("key")).distinct()
-        old = self._rows(self.read(backend).join(scope, "key", "left_semi"), keep=True)
+        existing = self.read(backend) if current is None else current
+        old = self._rows(existing.join(scope, "key", "left_semi"), keep=True)
         new = self._rows(timers.dropDuplicates(["key", "timestamp"]), keep=True)
         joined = old.alias("o").join(new.alias("n"), ["key", "namespace"], "full_outer")
         backend.update(self.descriptor, joined.select("key", "namespace", F.col("n.value").alias("value")))
@@ -446,7 +467,8 @@ class SessionStage(_HoldingStage):
     def _watermarks(self, ctx: StageContext, distinct: DataFrame) -> DataFrame:
         """One row: ``watermark_before``, ``watermark_after`` (null before any event); stages the new max."""
         lateness = _micros(self.allowed_lateness)
-        before = pinned_operator_values(ctx.operator, self.max_event_time).agg(F.max("value").alias("old_max"))
+        state = ctx.operator.get_union_list_state(self.max_event_time)
+        before = pinned_union_list(state).agg(F.max("value").alias("old_max"))
         batch = distinct.agg(F.max("event_time").alias("batch_max"))
         newest = F.greatest("old_max", "batch_max")
         marks = self._held.hold(
@@ -459,7 +481,7 @@ class SessionStage(_HoldingStage):
         new_state = marks.where(F.col("max_event_time").isNotNull()).select(
             F.lit(0).alias("subtask"), F.col("max_event_time").alias("value")
         )
-        ctx.operator.get_union_list_state(self.max_event_time).update(new_state)
+        state.update(new_state)
         return marks
 
     def _sessionize(self, ctx: StageContext, on_time: DataFrame, watermark: DataFrame) -> DataFrame:
@@ -472,7 +494,8 @@ class SessionStage(_HoldingStage):
             F.coalesce(F.when(purchase, F.col("amount")), F.lit(0.0)).cast("double").alias("revenue"),
         )
         new = on_time.groupBy("user_id").agg(F.collect_list(span).alias("new"))
-        fired = self.timers.due(ctx.keyed, watermark).select(F.col("key").alias("user_id"))
+        timers = self.timers.read(ctx.keyed)
+        fired = self.timers.due(ctx.keyed, watermark, current=timers).select(F.col("key").alias("user_id"))
         touched = new.select("user_id").union(fired).distinct()
         state = pinned_read(ctx.keyed, self.open_sessions).select(F.col("key").alias("user_id"), F.col("value").alias("old"))
         empty = F.array().cast(_SESSIONS_TYPE)
@@ -493,8 +516,8 @@ class SessionStage(_HoldingStage):
         still_open = F.when(F.size("open") > 0, F.col("open"))
         ctx.keyed.update(self.open_sessions, users.select(F.col("user_id").alias("key"), still_open.alias("value")))
         earliest_end = F.array_min(F.transform("open", lambda s: s["end"]))
-        timers = users.where(F.size("open") > 0).select(
+        wanted = users.where(F.size("open") > 0).select(
             F.col("user_id").alias("key"), F.timestamp_micros(F.unix_micros(earliest_end) + F.lit(gap + 1)).alias("timestamp")
         )
-        self.timers.replace(ctx.keyed, users.select(F.col("user_id").alias("key")), timers)
+        self.timers.replace(ctx.keyed, users.select(F.col("user_id").alias("key")), wanted, current=timers)
         return users
