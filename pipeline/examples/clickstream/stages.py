@@ -449,22 +449,18 @@ class SessionStage(_HoldingStage):
     def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
         self.release()
         distinct = inputs[self.inputs[0]]
-        marks = self._watermarks(ctx, distinct)
+        marks = self._advance_watermark(ctx, distinct)
         flagged = distinct.crossJoin(F.broadcast(marks.select("watermark_before"))).withColumn(
             "__late", F.coalesce(F.col("event_time") < F.col("watermark_before"), F.lit(False))
         )
         late = flagged.where("__late").select(*LATE_EVENTS_SCHEMA.names)
-        users = self._sessionize(ctx, flagged.where(~F.col("__late")), marks.select("watermark_after"))
-        emitted = users.select("user_id", F.explode("closed").alias("s")).select(
-            "user_id",
-            F.col("s.start").alias("session_start"),
-            F.col("s.end").alias("session_end"),
-            F.col("s.events").alias("events"),
-            F.col("s.revenue").alias("revenue"),
-        )
-        return {"sessions": _conform(emitted, SESSIONS_SCHEMA), "late_events": _conform(late, LATE_EVENTS_SCHEMA)}
+        watermark = marks.select("watermark_after")
+        timers = self.timers.read(ctx.keyed)
+        users = self._held.hold(self._close_sessions(ctx, flagged.where(~F.col("__late")), watermark, timers))
+        self._write_sessions(ctx, users, timers)
+        return {"sessions": _emitted(users), "late_events": _conform(late, LATE_EVENTS_SCHEMA)}
 
-    def _watermarks(self, ctx: StageContext, distinct: DataFrame) -> DataFrame:
+    def _advance_watermark(self, ctx: StageContext, distinct: DataFrame) -> DataFrame:
         """One row: ``watermark_before``, ``watermark_after`` (null before any event); stages the new max."""
         lateness = _micros(self.allowed_lateness)
         state = ctx.operator.get_union_list_state(self.max_event_time)
@@ -484,27 +480,23 @@ class SessionStage(_HoldingStage):
         state.update(new_state)
         return marks
 
-    def _sessionize(self, ctx: StageContext, on_time: DataFrame, watermark: DataFrame) -> DataFrame:
-        """Per touched user: ``user_id``, ``closed`` and ``open`` sessions; writes the sessions and timers."""
-        purchase = F.col("event_type") == "purchase"
-        span = F.struct(
-            F.col("event_time").alias("start"),
-            F.col("event_time").alias("end"),
-            F.lit(1).cast("long").alias("events"),
-            F.coalesce(F.when(purchase, F.col("amount")), F.lit(0.0)).cast("double").alias("revenue"),
-        )
-        new = on_time.groupBy("user_id").agg(F.collect_list(span).alias("new"))
-        timers = self.timers.read(ctx.keyed)
+    def _close_sessions(self, ctx: StageContext, on_time: DataFrame, watermark: DataFrame, timers: DataFrame) -> DataFrame:
+        """Per user with on-time events or a due timer: ``user_id``, ``closed`` and ``open`` sessions."""
+        new = on_time.groupBy("user_id").agg(F.collect_list(_event_span()).alias("new"))
         fired = self.timers.due(ctx.keyed, watermark, current=timers).select(F.col("key").alias("user_id"))
         touched = new.select("user_id").union(fired).distinct()
-        state = pinned_read(ctx.keyed, self.open_sessions).select(F.col("key").alias("user_id"), F.col("value").alias("old"))
+        old = pinned_read(ctx.keyed, self.open_sessions).select(F.col("key").alias("user_id"), F.col("value").alias("old"))
         empty = F.array().cast(_SESSIONS_TYPE)
         merged = merge_session_spans(F.concat(F.coalesce("old", empty), F.coalesce("new", empty)), self.gap)
-        gap = _micros(self.gap)
-        closes = lambda s: F.coalesce(F.unix_micros(s["end"]) + F.lit(gap) < F.unix_micros(F.col("watermark_after")), F.lit(False))  # noqa: E731
-        users = self._held.hold(
+        gap = F.lit(_micros(self.gap))
+
+        def closes(session: Column) -> Column:
+            closable = F.unix_micros(session["end"]) + gap < F.unix_micros(F.col("watermark_after"))
+            return F.coalesce(closable, F.lit(False))
+
+        return (
             touched.join(new, "user_id", "left")
-            .join(state, "user_id", "left")
+            .join(old, "user_id", "left")
             .crossJoin(F.broadcast(watermark))
             .select("user_id", merged.alias("sessions"), "watermark_after")
             .select(
@@ -513,11 +505,38 @@ class SessionStage(_HoldingStage):
                 F.filter("sessions", lambda s: ~closes(s)).alias("open"),
             )
         )
+
+    def _write_sessions(self, ctx: StageContext, users: DataFrame, timers: DataFrame) -> None:
+        """Keep the open sessions of ``users`` (none: the key is cleared) and reset their timers."""
         still_open = F.when(F.size("open") > 0, F.col("open"))
         ctx.keyed.update(self.open_sessions, users.select(F.col("user_id").alias("key"), still_open.alias("value")))
         earliest_end = F.array_min(F.transform("open", lambda s: s["end"]))
-        wanted = users.where(F.size("open") > 0).select(
-            F.col("user_id").alias("key"), F.timestamp_micros(F.unix_micros(earliest_end) + F.lit(gap + 1)).alias("timestamp")
-        )
+        due_at = F.timestamp_micros(F.unix_micros(earliest_end) + F.lit(_micros(self.gap) + 1))  # end + gap < W
+        wanted = users.where(F.size("open") > 0).select(F.col("user_id").alias("key"), due_at.alias("timestamp"))
         self.timers.replace(ctx.keyed, users.select(F.col("user_id").alias("key")), wanted, current=timers)
-        return users
+
+
+def _event_span() -> Column:
+    """An event as a one-event session (:data:`SESSION`): start = end = its time, revenue = its purchase amount."""
+    purchase = F.col("event_type") == "purchase"
+    return F.struct(
+        F.col("event_time").alias("start"),
+        F.col("event_time").alias("end"),
+        F.lit(1).cast("long").alias("events"),
+        F.coalesce(F.when(purchase, F.col("amount")), F.lit(0.0)).cast("double").alias("revenue"),
+    )
+
+
+def _emitted(users: DataFrame) -> DataFrame:
+    """The ``sessions`` sink rows: every closed session of ``users``."""
+    closed = users.select("user_id", F.explode("closed").alias("s"))
+    return _conform(
+        closed.select(
+            "user_id",
+            F.col("s.start").alias("session_start"),
+            F.col("s.end").alias("session_end"),
+            F.col("s.events").alias("events"),
+            F.col("s.revenue").alias("revenue"),
+        ),
+        SESSIONS_SCHEMA,
+    )
