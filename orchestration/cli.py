@@ -143,7 +143,7 @@ def cmd_savepoint(args) -> Any:
 def cmd_restore(args) -> Any:
     runner = _runner(_settings(args))
     pointer = args.savepoint or args.checkpoint
-    return runner.restore(pointer)
+    return runner.restore(pointer, parallelism=args.parallelism)
 
 
 def cmd_state(args) -> Any:

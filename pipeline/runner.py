@@ -324,47 +324,64 @@ class EpochRunner:
             return
         release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage)
 
-    def restore(self, pointer: str | int | None = None) -> dict[str, Any]:
-        """Restore state and sinks to a checkpoint (latest when None) or a savepoint; return what was done."""
-        checkpoint = self.d.coordinator.restore(pointer)
-        return self._restore_to(checkpoint)
+    def restore(self, pointer: str | int | None = None, *, parallelism: int | None = None) -> dict[str, Any]:
+        """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
+
+        Every handle is checked before anything changes; a latest checkpoint that is
+        corrupt or incomplete is skipped with a warning naming it (see ``state.restore``).
+        """
+        from state.restore import restore_state
+
+        result = restore_state(
+            self.d.spark, self.d.coordinator, pointer, targets=self._targets(),
+            working_root=self.d.shared_root, parallelism=parallelism,
+        )
+        self._reset_backends()
+        epoch = None if result.started_empty else int(result.epoch)
+        self._rewind_sinks(epoch)
+        self.d.progress.reset(epoch)
+        return {
+            "checkpoint_id": None if result.started_empty else int(result.checkpoint_id),
+            "kind": None if result.started_empty else result.kind.value,
+            "epoch": epoch,
+            "partition": None if epoch is None else self.d.partitioning.key(epoch),
+            "metadata_path": result.metadata_path,
+            "parallelism": parallelism or self.d.parallelism,
+            "skipped": [s.model_dump(mode="json") for s in result.skipped],
+        }
+
+    def _targets(self):
+        from state.restore import StateTarget
+
+        targets = []
+        for stage in self.d.pipeline.stages:
+            targets += [StateTarget.keyed(self.d.keyed[stage.name], desc) for desc in stage.keyed_state]
+            targets += [StateTarget.operator(self.d.operator[stage.name], desc) for desc in stage.operator_state]
+        return targets
+
+    def _reset_backends(self) -> None:
+        for backend in list(self.d.keyed.values()) + list(self.d.operator.values()):
+            backend._opened.clear()
 
     def restore_before(self, epoch: int) -> dict[str, Any]:
         """Restore the newest checkpoint or savepoint whose epoch is before ``epoch`` (empty state if none)."""
         candidates = [c for c in self.d.coordinator.store.all() if int(c.metadata.epoch) < epoch]
         if not candidates:
             if epoch == 0:
-                return self._restore_to(None)
+                return self._restore_empty()
             raise PipelineError(
                 f"no checkpoint or savepoint before partition {self.d.partitioning.key(epoch)} to restore; "
                 f"backfill from {self.d.partitioning.key(0)} instead"
             )
         best = max(candidates, key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id)))
-        checkpoint = self.d.coordinator.restore(int(best.checkpoint_id))
-        return self._restore_to(checkpoint)
+        return self.restore(int(best.checkpoint_id))
 
-    def _restore_to(self, checkpoint: CompletedCheckpoint | None) -> dict[str, Any]:
-        d = self.d
-        if checkpoint is None:
-            self._wipe_state()
-            epoch = None
-        else:
-            self._restore_handles(checkpoint)
-            epoch = int(checkpoint.metadata.epoch)
-        self._rewind_sinks(epoch)
-        d.progress.reset(epoch)
-        return {
-            "checkpoint_id": None if checkpoint is None else int(checkpoint.checkpoint_id),
-            "epoch": epoch,
-            "partition": None if epoch is None else d.partitioning.key(epoch),
-        }
-
-    def _restore_handles(self, checkpoint: CompletedCheckpoint) -> None:
-        from state.keyed import restore_table
-
-        for handle in checkpoint.metadata.handles:
-            working = to_spark_path(self.d.storage.shared_dir(handle.stage, handle.state))
-            restore_table(self.d.spark, working, handle)
+    def _restore_empty(self) -> dict[str, Any]:
+        self._wipe_state()
+        self._reset_backends()
+        self._rewind_sinks(None)
+        self.d.progress.reset(None)
+        return {"checkpoint_id": None, "kind": None, "epoch": None, "partition": None}
 
     def _wipe_state(self) -> None:
         fs_root = self.d.storage.child("shared")
