@@ -123,6 +123,7 @@ def run_epochs(spark, pipeline, root: str, partitions: list[str]) -> Run:
             ctx = StageContext(spark, info, keyed[stage.name], operator[stage.name], PARALLELISM)
             produced = stage.process(ctx, {ref_: outputs[ref_] for ref_ in stage.inputs})
             outputs.update({f"{stage.name}.{name}": df for name, df in produced.items()})
+            operator[stage.name].snapshot()  # as the runner: state written before the sinks read the outputs
         written = {sink.name: _to_pandas(outputs[sink.input]) for sink in pipeline.sinks}
         run.per_epoch.append(written)
         for sink in pipeline.sinks:
@@ -130,7 +131,6 @@ def run_epochs(spark, pipeline, root: str, partitions: list[str]) -> Run:
                 rows = pd.concat([run.upserts.get(sink.name), written[sink.name]], ignore_index=True)
                 run.upserts[sink.name] = rows.drop_duplicates(list(sink.keys), keep="last")
         for stage in stages:
-            operator[stage.name].snapshot()
             getattr(stage, "release", lambda: None)()
     by_output = {f"{s.name}.{o}": s for s in stages for o in s.outputs}
     for sink in pipeline.sinks:

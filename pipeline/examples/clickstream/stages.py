@@ -20,12 +20,10 @@ Two rules every stage here keeps:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Mapping, Sequence
 
-import fsspec
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -96,21 +94,9 @@ def _minus(ts: Column, micros: int) -> Column:
 
 # ----------------------------------------------------------------------------- shared helpers
 
-def latest_version(path: str) -> int:
-    """The latest version of the Delta table at ``path``: its newest commit file (metadata only, no Spark job)."""
-    fs, log = fsspec.core.url_to_fs(delta_io.to_fs_url(delta_io.delta_log_dir(path)))
-    versions = [int(m.group(1)) for name in fs.ls(log, detail=False) if (m := _COMMIT_FILE.search(name))]
-    if not versions:
-        raise FileNotFoundError(f"no Delta commit under {log}")
-    return max(versions)
-
-
-_COMMIT_FILE = re.compile(r"(?:^|/)([0-9]{20})\.json$")
-
-
 def pinned_read(backend: KeyedStateBackend, descriptor: KeyedStateDescriptor) -> DataFrame:
     """Live ``key, namespace, value`` of a keyed state at its current Delta version (stable after later writes)."""
-    version = latest_version(backend.open(descriptor))
+    version = delta_io.current_version(backend.spark, backend.open(descriptor))
     return backend.read(descriptor, version=version).select("key", "namespace", "value")
 
 
@@ -122,7 +108,7 @@ def pinned_union_list(state: OperatorListState) -> DataFrame:
     """
     backend = state.store.backend
     path = backend.table_path(state.descriptor)
-    return delta_io.read_version(backend.spark, path, latest_version(path)).select("value")
+    return delta_io.read_version(backend.spark, path, delta_io.current_version(backend.spark, path)).select("value")
 
 
 @dataclass
