@@ -501,7 +501,7 @@ def _choose_latest(catalog: _Catalog, options: RestoreOptions) -> _Chosen | None
 
 def _skip(checkpoint_id: int, metadata_path: str, reason: str) -> SkippedCheckpoint:
     message = f"Skipping checkpoint {checkpoint_id} ({metadata_path}): {reason} Trying an older checkpoint."
-    warnings.warn(message, RestoreFallbackWarning, stacklevel=4)
+    warnings.warn(message, RestoreFallbackWarning, stacklevel=5)  # the caller of restore_state
     log.warning(message)
     return SkippedCheckpoint(checkpoint_id=int(checkpoint_id), metadata_path=metadata_path, reason=reason)
 
@@ -574,9 +574,11 @@ def overwrite_table(
     """Make the table at ``table_url`` hold exactly ``data`` with ``schema`` and ``properties``.
 
     A missing table is created with the exact schema (NOT NULL kept). An
-    existing one is overwritten in one commit, keeping its history; when its
-    schema differs, Delta's ``overwriteSchema`` relaxes NOT NULL, which is set
-    back on the top-level columns (nested fields stay nullable).
+    existing one is overwritten in one commit, keeping its history (older
+    retained checkpoints may reference its versions). When its schema differs
+    (a migration), Delta's ``overwriteSchema`` makes every column nullable and
+    Delta refuses to set NOT NULL back; that is harmless: schema comparisons
+    ignore nullability and the state backends never write nulls there.
     """
     path = to_spark(table_url)
     table = DeltaLog(table_url)
@@ -591,9 +593,6 @@ def overwrite_table(
         writer.save(path)
     else:
         writer.option("overwriteSchema", "true").save(path)
-        for field in schema.fields:
-            if not field.nullable:
-                spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN `{field.name}` SET NOT NULL")
     _set_properties(spark, path, properties, current.configuration)
 
 

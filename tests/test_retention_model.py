@@ -27,7 +27,8 @@ from state.checkpoint.testing import SimulatedCrash
 from state.handles import StateHandle, StateKind
 from state.lifecycle.deltalog import DeltaLog, decode_dv_uuid, dv_file, working_tables
 from state.lifecycle.errors import SnapshotUnavailable
-from state.retention import delete_url, release_subsumed
+from state.lifecycle.testing import CrashingDeleter
+from state.retention import release_subsumed
 
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "k", "type": "string", "nullable": False, "metadata": {}}]})
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -265,19 +266,6 @@ class Deployment:
             assert table.crc_owners_on_disk() <= needed, "checksum siblings go with their files"
 
 
-class CrashAfter:
-    """A deleter that dies (SimulatedCrash) after ``n`` deletions."""
-
-    def __init__(self, n: int) -> None:
-        self.left = n
-
-    def __call__(self, url: str) -> None:
-        if self.left == 0:
-            raise SimulatedCrash(f"crash before deleting {url}")
-        self.left -= 1
-        delete_url(url)
-
-
 OPS = st.sampled_from(["append", "delete_rows", "overwrite", "restore", "failed_write", "checkpoint_log", "none"])
 
 
@@ -294,7 +282,7 @@ def test_retention_never_deletes_a_needed_file_and_leaves_no_unreferenced_one(tm
         d.checkpoint(epoch, savepoint=savepoint and epoch % 3 == 0)
         if crash_after < 3:
             try:
-                release_subsumed(None, d.store, d.storage, deleter=CrashAfter(crash_after))
+                release_subsumed(None, d.store, d.storage, deleter=CrashingDeleter(crash_after))
             except SimulatedCrash:
                 for i, table in enumerate(d.tables):
                     assert d.needed(i) <= table.on_disk(), "a crash mid-cleanup never loses a needed file"

@@ -23,6 +23,7 @@ from state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolic
 from state.checkpoint.hooks import MasterTriggerRestoreHook
 from state.checkpoint.ids import InMemoryIdCounter
 from state.checkpoint.storage import CheckpointStorage
+from state.checkpoint.testing import SimulatedCrash
 from state.checkpoint.store import InMemoryCompletedCheckpointStore
 from state.descriptors import KeyedStateDescriptor, ListOperatorState, ValueStateDescriptor
 from state.keyed import KeyedStateBackend
@@ -35,6 +36,21 @@ STAGE = "agg"
 TASK = "stage:agg"
 TOTAL = ValueStateDescriptor("total", value_type=T.LongType())
 OFFSETS = ListOperatorState("offsets", T.LongType())
+
+
+class CrashingDeleter:
+    """A retention deleter that dies (:class:`SimulatedCrash`) after ``n`` deletions."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+        self.deleted: list[str] = []
+
+    def __call__(self, url: str) -> None:
+        if self.left == 0:
+            raise SimulatedCrash(f"crash before deleting {url}")
+        self.left -= 1
+        delete_url(url)
+        self.deleted.append(url)
 
 
 @dataclass(frozen=True)
@@ -96,8 +112,9 @@ class LifecycleHarness:
         self.clock.advance(60)
         self.keyed.begin_epoch(epoch, self.clock.now())
         if totals:
+            schema = T.StructType([T.StructField("key", T.StringType()), T.StructField("value", self.total.stored_type)])
             rows = [(k, v) for k, v in totals.items()]
-            self.keyed.update(self.total, self.spark.createDataFrame(rows, "key string, value long"))
+            self.keyed.update(self.total, self.spark.createDataFrame(rows, schema))
             self._totals = {k: v for k, v in {**self._totals, **totals}.items() if v is not None}
         if self.with_operator and offsets is not None:
             rows = [(i % self.parallelism, v) for i, v in enumerate(offsets)]
@@ -138,7 +155,7 @@ class LifecycleHarness:
     # -- reading -------------------------------------------------------------------------
 
     def totals(self) -> dict[str, Any]:
-        return {r.key: r.value for r in self.keyed.values(self.total).collect()}
+        return {r.key: _plain(r.value) for r in self.keyed.values(self.total).collect()}
 
     def offsets(self, parallelism: int | None = None) -> list[tuple[int, int]]:
         """(subtask, value) as ``parallelism`` subtasks see the operator state."""
@@ -152,3 +169,8 @@ class LifecycleHarness:
     def expected_content(self, checkpoint_id: int) -> Content:
         expected = self.expected[checkpoint_id]
         return Content(expected.totals, tuple(sorted(expected.offsets)))
+
+
+def _plain(value: Any) -> Any:
+    """Rows (struct values) as tuples, so they compare with what was written."""
+    return tuple(_plain(v) for v in value) if isinstance(value, tuple) else value
