@@ -106,7 +106,7 @@ FALLBACK_ERRORS = (
 
 __all__ = [
     "CheckpointSource", "RestoreAction", "RestoreResult", "RestoredState", "SkippedCheckpoint", "StateTarget",
-    "plan_restore", "restore_state",
+    "plan_restore", "reset_to_empty", "restore_state",
 ]
 
 
@@ -684,3 +684,18 @@ def _start_empty(spark: Any, options: RestoreOptions, parallelism: int | None) -
     log.info("no checkpoint was ever completed: starting from empty state")
     states = [_empty_table(spark, stage, state, url) for stage, state, url in _existing_tables(options)]
     return RestoreResult(checkpoint_id=None, epoch=None, parallelism=parallelism, states=tuple(states))
+
+
+def reset_to_empty(
+    spark: Any, storage: CheckpointStorage, *, targets: Iterable[StateTarget] | None = None,
+    working_root: str | None = None,
+) -> RestoreResult:
+    """Empty every working table (the targets', or all under the working root), keeping their history.
+
+    For a backfill from the first partition. Unlike deleting the table folders,
+    this keeps every version retained checkpoints reference, so they stay
+    restorable and retention keeps working.
+    """
+    by_key = None if targets is None else {t.key: t for t in targets}
+    root = to_url(working_root) if working_root is not None else to_url(storage.child("shared"))
+    return _start_empty(spark, RestoreOptions(by_key, root), None)

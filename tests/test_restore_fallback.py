@@ -10,7 +10,7 @@ from state.lifecycle.deltalog import DeltaLog
 from state.lifecycle.errors import CheckpointNotRestorable, NoRestorableCheckpoint, RestoreFallbackWarning
 from state.lifecycle.paths import resolve_table_url
 from state.lifecycle.testing import TOTAL, LifecycleHarness
-from state.restore import RestoreAction
+from state.restore import RestoreAction, reset_to_empty
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -61,3 +61,8 @@ def test_empty_start_only_when_nothing_was_ever_completed(spark, tmp_path) -> No
     result = h.restore()
     assert result.started_empty and [(s.key, s.action) for s in result.states] == [("agg/total", RestoreAction.EMPTIED)]
     assert h.totals() == {}
+
+    h.run_epoch(0, {"b": 2})
+    reset_to_empty(spark, h.storage, targets=h.targets())  # a backfill from the first partition
+    assert h.totals() == {}
+    assert h.restore(1).checkpoint_id == 1 and h.totals() == {"b": 2}, "emptying keeps the checkpointed versions"
