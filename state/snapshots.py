@@ -42,8 +42,8 @@ STATE_DIR = "state"
 COPIED_PROPERTY_PREFIXES = ("epochal.", "delta.")
 
 __all__ = [
-    "SnapshotTarget", "copy_relative_path", "copy_state", "copy_table_version", "copied_properties", "is_copy", "materialize_handles",
-    "resolve_handle_path", "resolve_table_url", "working_root", "working_table_path",
+    "SnapshotTarget", "copied_properties", "copy_relative_path", "copy_state", "copy_table_version", "is_copy",
+    "materialize_handles", "resolve_handle_path", "resolve_table_url", "working_root", "working_table_path",
 ]
 
 
