@@ -155,8 +155,9 @@ def cmd_state(args) -> Any:
         if handle is None:
             raise CliError(f"checkpoint {args.checkpoint} holds no state {args.stage}/{args.state}")
         from state.delta_io import read_version
+        from state.lifecycle.paths import resolve_handle_path
 
-        df = read_version(d.spark, handle.table_path, handle.version)
+        df = read_version(d.spark, resolve_handle_path(handle, checkpoint.metadata_path), handle.version)
     else:
         from state import delta_io
         from state.checkpoint import to_spark_path

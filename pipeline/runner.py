@@ -377,23 +377,14 @@ class EpochRunner:
         return self.restore(int(best.checkpoint_id))
 
     def _restore_empty(self) -> dict[str, Any]:
-        self._wipe_state()
+        """Empty state (a backfill from the first partition); the tables keep their history."""
+        from state.restore import reset_to_empty
+
+        reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root)
         self._reset_backends()
         self._rewind_sinks(None)
         self.d.progress.reset(None)
         return {"checkpoint_id": None, "kind": None, "epoch": None, "partition": None}
-
-    def _wipe_state(self) -> None:
-        fs_root = self.d.storage.child("shared")
-        import fsspec
-
-        fs, path = fsspec.core.url_to_fs(fs_root)
-        for stage in self.d.pipeline.stages:
-            target = f"{path}/{stage.name}"
-            if fs.exists(target):
-                fs.rm(target, recursive=True)
-        for backend in self.d.keyed.values():
-            backend._opened.clear()
 
     def _rewind_sinks(self, epoch: int | None) -> None:
         d = self.d

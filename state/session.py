@@ -9,6 +9,7 @@ of time (the Makefile's set-up step).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -70,6 +71,24 @@ def spark_conf(settings: SparkSettings, *, app_name: str = "epochal") -> dict[st
     return conf
 
 
+@contextlib.contextmanager
+def _jvm_stdout_to_stderr():
+    """The JVM (and Ivy resolving jars) inherits our stdout: give it stderr, so stdout stays ours (--json)."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError):  # no real fd 1 (embedded interpreters)
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def build_spark_session(settings: SparkSettings | None = None, *, app_name: str = "epochal"):
     """Return the process's SparkSession with Delta configured (created once per JVM)."""
     from delta import configure_spark_with_delta_pip
@@ -81,7 +100,8 @@ def build_spark_session(settings: SparkSettings | None = None, *, app_name: str 
     for key, value in spark_conf(settings, app_name=app_name).items():
         builder = builder.config(key, value)
     extra = [p for p in settings.conf.get("spark.jars.packages", "").split(",") if p]
-    spark = configure_spark_with_delta_pip(builder, extra_packages=extra).getOrCreate()
+    with _jvm_stdout_to_stderr():
+        spark = configure_spark_with_delta_pip(builder, extra_packages=extra).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("EPOCHAL_SPARK_LOG_LEVEL", "ERROR"))
     return spark
 
