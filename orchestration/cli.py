@@ -178,8 +178,10 @@ def cmd_demo(args) -> Any:
 
 
 def cmd_ui(args) -> Any:
-    from orchestration.ui import serve
-
+    try:
+        from orchestration.ui import serve
+    except ImportError:
+        raise CliError("`epochal ui` needs the Dagster definitions, which are not part of this release yet") from None
     return serve(getattr(args, "config", None))
 
 

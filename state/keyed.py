@@ -230,7 +230,18 @@ class KeyedStateBackend:
         self._require_columns(descriptor, updates, ("key", "value"))
         df = self._normalise(descriptor, updates, F.col("value"))
         df = df.withColumn(_DELETE, F.col(_DELETE) | F.col("value").isNull())
+        self._refuse_duplicate_keys(descriptor, df)
         self._merge(descriptor, df)
+
+    def _refuse_duplicate_keys(self, descriptor: KeyedStateDescriptor, df: DataFrame) -> None:
+        duplicated = df.groupBy("key", "namespace").count().where(F.col("count") > 1).limit(1).collect()
+        if duplicated:
+            raise StateSchemaError(
+                f"writing state {self.stage}/{descriptor.name} at epoch {self.context.epoch}: several new values "
+                f"for one key (key {duplicated[0]['key']!r}, namespace {duplicated[0]['namespace']!r})",
+                action="give at most one row per key and namespace to update()",
+                state=descriptor.name,
+            )
 
     def clear(self, descriptor: KeyedStateDescriptor, keys: DataFrame) -> None:
         """Remove the state of each key (columns key, [namespace])."""

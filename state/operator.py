@@ -60,16 +60,17 @@ class OperatorStateBackend:
         self.spark = spark
         self.root = root.rstrip("/")
         self.stage = stage
-        self._opened: set[str] = set()
+        self._opened: dict[str, str] = {}
 
     def table_path(self, descriptor: OperatorStateDescriptor) -> str:
         return posixpath.join(self.root, self.stage, descriptor.name)
 
     def open(self, descriptor: OperatorStateDescriptor) -> str:
         path = self.table_path(descriptor)
-        if path in self._opened:
+        recorded = self._opened.get(path)
+        if recorded is not None:
+            self._check_mode(descriptor, recorded)
             return path
-        self._opened.add(path)
         if not delta_io.is_delta_table(path):
             props = {
                 **delta_io.STATE_TABLE_PROPERTIES,
@@ -79,14 +80,19 @@ class OperatorStateBackend:
             create_table(self.spark, path, operator_table_schema(descriptor), props)
         else:
             recorded = delta_io.table_detail(self.spark, path).properties.get(PROP_MODE)
-            if recorded is not None and recorded != descriptor.mode.value:
-                raise StateSchemaError(
-                    f"operator state {self.stage}/{descriptor.name} was written as {recorded} state, "
-                    f"not {descriptor.mode.value}",
-                    action="keep a state's redistribution mode, or give the new state another name",
-                    state=descriptor.name,
-                )
+            if recorded is not None:
+                self._check_mode(descriptor, recorded)
+        self._opened[path] = descriptor.mode.value
         return path
+
+    def _check_mode(self, descriptor: OperatorStateDescriptor, recorded: str) -> None:
+        if recorded != descriptor.mode.value:
+            raise StateSchemaError(
+                f"operator state {self.stage}/{descriptor.name} was written as {recorded} state, "
+                f"not {descriptor.mode.value}",
+                action="keep a state's redistribution mode, or give the new state another name",
+                state=descriptor.name,
+            )
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -151,7 +157,7 @@ class OperatorStateBackend:
 
     def restore(self, descriptor: OperatorStateDescriptor, handle: StateHandle) -> None:
         restore_table(self.spark, self.table_path(descriptor), handle)
-        self._opened.discard(self.table_path(descriptor))
+        self._opened.pop(self.table_path(descriptor), None)
 
 
 def redistribute(spark, stored: DataFrame, mode: OperatorStateMode, parallelism: int) -> DataFrame:
