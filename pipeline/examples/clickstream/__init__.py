@@ -10,4 +10,7 @@ Modules (import them directly; this package imports nothing heavy):
 - ``parse``: Spark parsing of one epoch's files into events and quarantine.
 - ``transforms``: Spark per-batch aggregates for ``user_totals`` and ``hourly_revenue``.
 - ``reference``: an independent pure-Python computation of every expected sink.
+- ``stages``: the stateful stages (parse, dedupe, aggregate_users, aggregate_hours,
+  sessionize) and the reusable ``EventTimeTimers``.
+- ``pipeline``: ``build_pipeline(settings)``, the DAG and its sinks.
 """
