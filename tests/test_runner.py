@@ -67,7 +67,10 @@ EXPECTED_LOG = sorted((e, k, n) for e, rows in enumerate(HOURS) for k, n in rows
 
 def test_run_checkpoints_restore_and_backfill(spark, tmp_path, toy_registered):
     runner = _runner(spark, _deploy(tmp_path))
-    report = runner.run(to="2026-11-01-03:00")
+    report = runner.run(to="2026-11-01-01:00")
+    savepoint = runner.savepoint("after-hour-1")
+    assert savepoint["epoch"] == 1
+    report.epochs += runner.run(to="2026-11-01-03:00").epochs
     assert [e.epoch for e in report.epochs] == [0, 1, 2, 3]
     assert all(e.checkpoint_status == "completed" for e in report.epochs)
     assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
@@ -75,12 +78,19 @@ def test_run_checkpoints_restore_and_backfill(spark, tmp_path, toy_registered):
     assert sorted(int(c.metadata.epoch) for c in retained if c.metadata.kind.value == "checkpoint")[-2:] == [2, 3]
 
     # restore the checkpoint of epoch 2: state and sinks rewind to the end of epoch 2 ...
-    cp2 = [c for c in retained if int(c.metadata.epoch) == 2][0]
+    cp2 = [c for c in retained if int(c.metadata.epoch) == 2 and c.metadata.kind.value == "checkpoint"][0]
     restored = runner.restore(int(cp2.checkpoint_id))
     assert restored["epoch"] == 2
     totals, log = _sinks(runner)
     assert totals == {"a": 11, "b": 7, "c": 3} and max(e for e, _, _ in log) == 2
     # ... and running on gives the straight run's sinks
+    runner.run(to="2026-11-01-03:00")
+    assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
+
+    # the same from the savepoint taken after hour 1
+    restored = runner.restore(savepoint["path"])
+    assert restored["epoch"] == 1 and restored["kind"] == "savepoint"
+    assert _sinks(runner)[0] == {"a": 11, "b": 2, "c": 3}
     runner.run(to="2026-11-01-03:00")
     assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
 
