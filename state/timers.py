@@ -1,0 +1,112 @@
+"""Event-time timers kept as keyed state (Flink's ``InternalTimerService``), and pinned state reads.
+
+A pinned read is taken at the state table's current Delta version, so a lazy
+frame computed from it stays the same after later writes to the state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from state import delta_io
+from state.descriptors import KeyedStateDescriptor, ValueStateDescriptor
+from state.keyed import KeyedStateBackend
+from state.operator import OperatorListState
+
+def pinned_read(backend: KeyedStateBackend, descriptor: KeyedStateDescriptor) -> DataFrame:
+    """Live ``key, namespace, value`` of a keyed state at its current Delta version (stable after later writes)."""
+    version = delta_io.current_version(backend.spark, backend.open(descriptor))
+    return backend.read(descriptor, version=version).select("key", "namespace", "value")
+
+
+def pinned_union_list(state: OperatorListState) -> DataFrame:
+    """Every element (``value``) of a union list state at its current Delta version.
+
+    The union of every subtask's list is what each subtask sees after a
+    restore; the handle (from ``get_union_list_state``) has opened the table.
+    """
+    backend = state.store.backend
+    path = backend.table_path(state.descriptor)
+    return delta_io.read_version(backend.spark, path, delta_io.current_version(backend.spark, path)).select("value")
+
+
+
+@dataclass(frozen=True)
+class EventTimeTimers:
+    """Event-time timers of a keyed stage (Flink's ``InternalTimerService``), kept as keyed state.
+
+    One row per timer in a value state: ``key``, ``namespace`` = the timer's
+    timestamp in epoch microseconds (text, so a key may hold several timers),
+    ``value`` = the timestamp. As in Flink, a timer is *due* once the
+    watermark reaches it (``timestamp <= watermark``); firing returns the due
+    timers and removes them. Every operation is one set-oriented pass (at most
+    one ``MERGE``); reads are pinned, so a returned frame stays valid after
+    the timers change.
+    """
+
+    descriptor: ValueStateDescriptor
+
+    @classmethod
+    def declare(cls, name: str = "timers", key_type: T.DataType | None = None) -> EventTimeTimers:
+        return cls(ValueStateDescriptor(name, key_type=key_type or T.StringType(), value_type=T.TimestampType()))
+
+    def read(self, backend: KeyedStateBackend) -> DataFrame:
+        """Every timer: ``key``, ``timestamp`` (pinned to the current version)."""
+        return pinned_read(backend, self.descriptor).select("key", F.col("value").alias("timestamp"))
+
+    def due(
+        self, backend: KeyedStateBackend, watermark: DataFrame | datetime, *, current: DataFrame | None = None
+    ) -> DataFrame:
+        """Timers with ``timestamp <= watermark`` (``key``, ``timestamp``), left in place.
+
+        ``watermark`` is a datetime or a one-row, one-column frame (null: nothing
+        is due); ``current`` is a frame from :meth:`read` to reuse (else read now).
+        """
+        timers = self.read(backend) if current is None else current
+        if isinstance(watermark, datetime):
+            return timers.where(F.col("timestamp") <= F.lit(watermark).cast("timestamp"))
+        mark = F.broadcast(watermark.select(F.col(watermark.columns[0]).cast("timestamp").alias("__watermark")))
+        return timers.crossJoin(mark).where(F.col("timestamp") <= F.col("__watermark")).drop("__watermark")
+
+    def fire(self, backend: KeyedStateBackend, watermark: DataFrame | datetime) -> DataFrame:
+        """The due timers (``key``, ``timestamp``), removed from the state."""
+        fired = self.due(backend, watermark)
+        self.delete(backend, fired)
+        return fired
+
+    def register(self, backend: KeyedStateBackend, timers: DataFrame) -> None:
+        """Add timers (columns ``key``, ``timestamp``); registering one twice keeps one."""
+        backend.update(self.descriptor, self._rows(timers.dropDuplicates(["key", "timestamp"]), keep=True))
+
+    def delete(self, backend: KeyedStateBackend, timers: DataFrame) -> None:
+        """Remove timers (columns ``key``, ``timestamp``); unknown ones are ignored."""
+        backend.update(self.descriptor, self._rows(timers.dropDuplicates(["key", "timestamp"]), keep=False))
+
+    def replace(
+        self, backend: KeyedStateBackend, keys: DataFrame, timers: DataFrame, *, current: DataFrame | None = None
+    ) -> None:
+        """Make the timers of ``keys`` (column ``key``) exactly ``timers`` (``key``, ``timestamp``): one MERGE.
+
+        ``current`` is a frame from :meth:`read` to reuse (it must be the timers as they are now).
+        """
+        key_type = self.descriptor.key_type
+        scope = keys.select(F.col("key").cast(key_type).alias("key")).distinct()
+        existing = self.read(backend) if current is None else current
+        old = self._rows(existing.join(scope, "key", "left_semi"), keep=True)
+        new = self._rows(timers.dropDuplicates(["key", "timestamp"]), keep=True)
+        joined = old.alias("o").join(new.alias("n"), ["key", "namespace"], "full_outer")
+        backend.update(self.descriptor, joined.select("key", "namespace", F.col("n.value").alias("value")))
+
+    def _rows(self, timers: DataFrame, *, keep: bool) -> DataFrame:
+        ts = F.col("timestamp").cast("timestamp")
+        value = ts if keep else F.lit(None).cast("timestamp")  # a null value clears the row
+        return timers.select(
+            F.col("key").cast(self.descriptor.key_type).alias("key"),
+            F.unix_micros(ts).cast("string").alias("namespace"),
+            value.alias("value"),
+        )
