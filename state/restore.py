@@ -45,15 +45,12 @@ the restore must be recreated (they cache what they opened).
 
 from __future__ import annotations
 
-import json
 import logging
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from pyspark.sql import types as T
 
 from state import delta_io
@@ -64,36 +61,32 @@ from state.checkpoint.errors import (
     CorruptMetadataError,
     UnsupportedMetadataVersion,
 )
-from state.checkpoint.hooks import MasterTriggerRestoreHook, restore_hooks
-from state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
+from state.checkpoint.hooks import restore_hooks
+from state.checkpoint.metadata import CheckpointMetadata
 from state.checkpoint.resolve import CheckpointResolver
-from state.checkpoint.storage import CheckpointStorage, PointerKind, validate_name
-from state.checkpoint.store import CompletedCheckpointStore
-from state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, OperatorStateMode
-from state.errors import MaxParallelismMismatch
-from state.handles import StateHandle, StateKind
+from state.checkpoint.storage import CheckpointStorage, PointerKind
 from state.keyed import (
-    PROP_KEY_TYPE,
-    PROP_MAX_PARALLELISM,
-    PROP_STATE_TYPE,
-    PROP_VALUE_TYPE,
-    KeyedStateBackend,
     create_table,
-    keyed_table_schema,
 )
-from state.lifecycle.deltalog import DeltaLog, VersionSnapshot, working_tables
+from state.lifecycle.deltalog import DeltaLog, VersionSnapshot
+from state.lifecycle.plan import PlannedState, RestoreOptions, RestorePlan, _existing_tables, plan_restore
+from state.lifecycle.restore_types import (
+    CheckpointSource,
+    RestoreAction,
+    RestoredState,
+    RestoreResult,
+    SkippedCheckpoint,
+    StateTarget,
+)
 from state.lifecycle.errors import (
     CheckpointNotRestorable,
     NoRestorableCheckpoint,
     RescaleError,
     RestoreFallbackWarning,
     SnapshotUnavailable,
-    StateMigrationError,
-    UnclaimedStateError,
 )
-from state.lifecycle.paths import join_url, resolve_table_url, same_location, to_spark, to_url
-from state.lifecycle.schema import SchemaComparison, SchemaVerdict, compare_schemas, conform_columns, same_columns
-from state.operator import PROP_MODE, OperatorStateBackend, operator_table_schema
+from state.lifecycle.paths import to_spark, to_url
+from state.lifecycle.schema import conform_columns, same_columns
 from state.snapshots import copied_properties
 
 log = logging.getLogger(__name__)
@@ -108,309 +101,6 @@ __all__ = [
     "CheckpointSource", "RestoreAction", "RestoreResult", "RestoredState", "SkippedCheckpoint", "StateTarget",
     "plan_restore", "reset_to_empty", "restore_state",
 ]
-
-
-# ----------------------------------------------------------------------------- inputs
-
-
-@dataclass(frozen=True)
-class StateTarget:
-    """One state as the current code declares it, and the working table it lives in."""
-
-    stage: str
-    descriptor: KeyedStateDescriptor | OperatorStateDescriptor
-    working_path: str
-    max_parallelism: int | None = None  # keyed state only
-
-    @classmethod
-    def keyed(cls, backend: KeyedStateBackend, descriptor: KeyedStateDescriptor) -> StateTarget:
-        return cls(backend.stage, descriptor, backend.table_path(descriptor), backend.max_parallelism)
-
-    @classmethod
-    def operator(cls, backend: OperatorStateBackend, descriptor: OperatorStateDescriptor) -> StateTarget:
-        return cls(backend.stage, descriptor, backend.table_path(descriptor))
-
-    @property
-    def key(self) -> str:
-        return f"{self.stage}/{self.descriptor.name}"
-
-    @property
-    def is_keyed(self) -> bool:
-        return isinstance(self.descriptor, KeyedStateDescriptor)
-
-    def declared_schema(self) -> T.StructType:
-        if isinstance(self.descriptor, KeyedStateDescriptor):
-            return keyed_table_schema(self.descriptor)
-        return operator_table_schema(self.descriptor)
-
-    def declared_properties(self) -> dict[str, str]:
-        """The ``epochal.*`` properties the state backends check when they open the table."""
-        d = self.descriptor
-        if isinstance(d, KeyedStateDescriptor):
-            props = {PROP_STATE_TYPE: d.state_type.value, PROP_VALUE_TYPE: d.stored_type.json(), PROP_KEY_TYPE: d.key_type.json()}
-            if self.max_parallelism is not None:
-                props[PROP_MAX_PARALLELISM] = str(self.max_parallelism)
-            return props
-        return {PROP_MODE: d.mode.value, PROP_VALUE_TYPE: d.value_type.json()}
-
-    def check_kind(self, handle: StateHandle) -> None:
-        """The snapshot must be the same kind of state (keyed value/list/..., or operator mode)."""
-        d = self.descriptor
-        if isinstance(d, KeyedStateDescriptor):
-            expected_kind, expected_type = StateKind.KEYED, d.state_type.value
-        else:
-            broadcast = d.mode is OperatorStateMode.BROADCAST
-            expected_kind, expected_type = (StateKind.BROADCAST if broadcast else StateKind.OPERATOR), d.mode.value
-        if handle.kind is not expected_kind or handle.state_type != expected_type:
-            raise StateMigrationError(
-                f"State {self.key} was checkpointed as {handle.kind.value} {handle.state_type} state; "
-                f"the current descriptor declares {expected_kind.value} {expected_type} state.",
-                action="keep the state's type, or give the new state another name "
-                "(the old one is then dropped with allow_non_restored_state=True).",
-                state=self.key,
-            )
-
-
-@dataclass(frozen=True)
-class CheckpointSource:
-    """Where checkpoints are found when no coordinator is at hand (tools, tests)."""
-
-    storage: CheckpointStorage
-    store: CompletedCheckpointStore
-    hooks: Sequence[MasterTriggerRestoreHook] = ()
-
-
-# ---------------------------------------------------------------------------- results
-
-
-class RestoreAction(str, Enum):
-    UNCHANGED = "unchanged"  # the working table already was at the snapshot's version
-    DELTA_RESTORE = "delta_restore"  # Delta RESTORE of the working table to the snapshot's version
-    COPY = "copy"  # the working table overwritten with the snapshot (a copy, or a schema migration)
-    EMPTIED = "emptied"  # the checkpoint holds no such state: the working table was emptied
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class RestoredState(_Frozen):
-    stage: str
-    state: str
-    action: RestoreAction
-    working_path: str
-    working_version: int | None = None  # the working table's version after the restore
-    kind: StateKind | None = None
-    source_path: str | None = None
-    source_version: int | None = None
-    rows: int | None = None
-    migrated_columns: tuple[str, ...] = ()
-    parallelism_before: int | None = None
-    parallelism_after: int | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.stage}/{self.state}"
-
-
-class SkippedCheckpoint(_Frozen):
-    checkpoint_id: int
-    metadata_path: str
-    reason: str
-
-
-class RestoreResult(_Frozen):
-    """What a restore did: which checkpoint, its position, each state, the fallbacks taken."""
-
-    checkpoint_id: int | None
-    epoch: int | None
-    kind: CheckpointKind | None = None
-    metadata_path: str | None = None
-    source_positions: dict[str, Any] = {}
-    parallelism: int | None = None
-    states: tuple[RestoredState, ...] = ()
-    skipped: tuple[SkippedCheckpoint, ...] = ()
-    not_restored: tuple[str, ...] = ()  # states in the checkpoint that no target claimed
-
-    @property
-    def started_empty(self) -> bool:
-        return self.checkpoint_id is None
-
-    @property
-    def fell_back(self) -> bool:
-        return bool(self.skipped)
-
-    def state(self, stage: str, state: str) -> RestoredState | None:
-        return next((s for s in self.states if s.stage == stage and s.state == state), None)
-
-
-# ------------------------------------------------------------------------------- plan
-
-
-@dataclass(frozen=True)
-class RestoreOptions:
-    targets: Mapping[str, StateTarget] | None
-    working_root: str  # URL
-    parallelism: int | None = None
-    allow_non_restored_state: bool = False
-
-
-@dataclass(frozen=True)
-class PlannedState:
-    handle: StateHandle
-    source_url: str
-    snapshot: VersionSnapshot
-    working_url: str
-    target: StateTarget | None
-    schema: SchemaComparison | None
-
-    @property
-    def same_table(self) -> bool:
-        return same_location(self.source_url, self.working_url)
-
-    @property
-    def migrate(self) -> bool:
-        return self.schema is not None and self.schema.needs_migration
-
-
-@dataclass(frozen=True)
-class RestorePlan:
-    """A checked checkpoint: every state's snapshot verified, the tables to empty listed."""
-
-    metadata: CheckpointMetadata
-    metadata_path: str
-    states: tuple[PlannedState, ...]
-    to_empty: tuple[tuple[str, str, str], ...]  # stage, state, working table URL
-    not_restored: tuple[str, ...]
-
-
-def plan_restore(metadata: CheckpointMetadata, metadata_path: str, options: RestoreOptions) -> RestorePlan:
-    """Check every handle of a checkpoint against storage and the targets; change nothing."""
-    states: list[PlannedState] = []
-    not_restored: list[str] = []
-    for handle in metadata.handles:
-        target = None if options.targets is None else options.targets.get(handle.key)
-        if options.targets is not None and target is None:
-            if not options.allow_non_restored_state:
-                raise _unclaimed(metadata, handle)
-            not_restored.append(handle.key)
-            continue
-        states.append(_plan_state(handle, metadata, metadata_path, target, options))
-    keys = {h.key for h in metadata.handles}
-    to_empty = tuple(t for t in _existing_tables(options) if f"{t[0]}/{t[1]}" not in keys)
-    return RestorePlan(metadata, metadata_path, tuple(states), to_empty, tuple(not_restored))
-
-
-def _plan_state(
-    handle: StateHandle, metadata: CheckpointMetadata, metadata_path: str, target: StateTarget | None,
-    options: RestoreOptions,
-) -> PlannedState:
-    source_url = resolve_table_url(handle, metadata_path)
-    snapshot = verified_snapshot(handle, source_url)
-    comparison = None
-    if target is not None:
-        target.check_kind(handle)
-        comparison = compare_schemas(snapshot.schema, target.declared_schema())
-        if comparison.verdict is SchemaVerdict.INCOMPATIBLE:
-            raise _incompatible(metadata, target, comparison)
-    _check_rescale(handle, snapshot, metadata, target, options.parallelism)
-    if target is not None:
-        working_url = to_url(target.working_path)
-    else:
-        stage, state = validate_name(handle.stage, what="stage name"), validate_name(handle.state, what="state name")
-        working_url = join_url(options.working_root, f"{stage}/{state}")
-    return PlannedState(handle, source_url, snapshot, working_url, target, comparison)
-
-
-def verified_snapshot(handle: StateHandle, table_url: str) -> VersionSnapshot:
-    """The snapshot a handle names, after checking its table, version, files and schema exist as recorded."""
-    table = DeltaLog(table_url)
-    if not table.exists():
-        raise _unavailable(handle, table_url, f"there is no Delta table at {table_url}")
-    try:
-        snapshot = table.snapshot(handle.version)
-    except SnapshotUnavailable as exc:
-        raise _unavailable(handle, table_url, exc.message) from exc
-    missing = table.missing_files(snapshot)
-    if missing:
-        raise _unavailable(
-            handle, table_url,
-            f"{len(missing)} file(s) of version {handle.version} of {table_url} are missing (first: {missing[0]})",
-        )
-    recorded = T.StructType.fromJson(json.loads(handle.schema_json))
-    if not same_columns(snapshot.schema, recorded):
-        raise _unavailable(
-            handle, table_url,
-            f"version {handle.version} of {table_url} has the schema {snapshot.schema.simpleString()}, "
-            f"the handle recorded {recorded.simpleString()} (the table was replaced after the checkpoint)",
-        )
-    return snapshot
-
-
-def _check_rescale(
-    handle: StateHandle, snapshot: VersionSnapshot, metadata: CheckpointMetadata, target: StateTarget | None,
-    parallelism: int | None,
-) -> None:
-    if handle.kind is not StateKind.KEYED:
-        return
-    recorded_prop = snapshot.configuration.get(PROP_MAX_PARALLELISM)
-    recorded = handle.max_parallelism or (int(recorded_prop) if recorded_prop else None) or metadata.max_parallelism
-    current = target.max_parallelism if target is not None else None
-    if recorded is not None and current is not None and recorded != current:
-        raise MaxParallelismMismatch(
-            f"State {handle.key} in checkpoint {metadata.checkpoint_id} was written with max parallelism {recorded}; "
-            f"the pipeline now uses {current}.",
-            action=f"set the max parallelism back to {recorded} (it fixes the key groups of keyed state); "
-            "to change it, rewrite the state into a new savepoint (State Processor API).",
-            state=handle.key, checkpoint_id=metadata.checkpoint_id,
-        )
-    limit = current or recorded
-    if parallelism is not None and limit is not None and parallelism > limit:
-        raise RescaleError(
-            f"Parallelism {parallelism} is above the max parallelism {limit} of keyed state {handle.key}: "
-            "some subtasks would own no key group.",
-            action=f"restore with a parallelism of at most {limit}.",
-            state=handle.key, parallelism=parallelism, max_parallelism=limit,
-        )
-
-
-def _existing_tables(options: RestoreOptions) -> list[tuple[str, str, str]]:
-    """Working tables that exist now: the targets', or every table under the working root."""
-    if options.targets is None:
-        return working_tables(options.working_root)
-    found = []
-    for target in options.targets.values():
-        url = to_url(target.working_path)
-        if DeltaLog(url).exists():
-            found.append((target.stage, target.descriptor.name, url))
-    return found
-
-
-def _unavailable(handle: StateHandle, table_url: str, why: str) -> SnapshotUnavailable:
-    return SnapshotUnavailable(
-        f"State {handle.key} (version {handle.version}) cannot be read: {why}.",
-        action="restore from another checkpoint or savepoint.",
-        state=handle.key, path=table_url, version=handle.version,
-    )
-
-
-def _unclaimed(metadata: CheckpointMetadata, handle: StateHandle) -> UnclaimedStateError:
-    return UnclaimedStateError(
-        f"Checkpoint {metadata.checkpoint_id} holds state {handle.key} that no current state descriptor claims.",
-        action="declare that state again, or restore with allow_non_restored_state=True to drop it.",
-        state=handle.key, checkpoint_id=metadata.checkpoint_id,
-    )
-
-
-def _incompatible(metadata: CheckpointMetadata, target: StateTarget, comparison: SchemaComparison) -> StateMigrationError:
-    return StateMigrationError(
-        f"State {target.key} in checkpoint {metadata.checkpoint_id} cannot be migrated to its current descriptor: "
-        f"column {comparison.column} {comparison.problem}.",
-        action="only nullable fields may be added to a state's schema; restore with the previous descriptor, "
-        "or give the changed state a new name (its old state is then dropped with allow_non_restored_state=True), "
-        "or rewrite the state into a new savepoint (State Processor API).",
-        state=target.key, column=comparison.column, checkpoint_id=metadata.checkpoint_id,
-    )
 
 
 # ----------------------------------------------------------------------------- choose
