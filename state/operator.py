@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import pandas as pd
 from pyspark import StorageLevel
@@ -30,7 +30,6 @@ from state.descriptors import OperatorStateDescriptor, OperatorStateMode
 from state.errors import StateSchemaError
 from state.handles import StateHandle, StateKind
 from state.keyed import create_table, restore_table, snapshot_table
-from state.per_key import _from_arrow
 
 PROP_MODE = "epochal.operatorStateMode"
 PROP_VALUE_TYPE = "epochal.valueType"
@@ -314,40 +313,27 @@ class SubtaskState:
         return self.broadcast.get(descriptor.name, {})
 
 
-def run_subtask_process(
-    store: OperatorStateStore,
-    batch: DataFrame,
-    lists: Sequence[OperatorStateDescriptor],
-    function: SubtaskFunction,
-    output_schema: T.StructType,
-    broadcasts: Sequence[OperatorStateDescriptor] = (),
+def _subtask_state_rows(
+    store: OperatorStateStore, lists: Sequence[OperatorStateDescriptor], broadcasts: Sequence[OperatorStateDescriptor]
 ) -> DataFrame:
-    """Run ``function`` per subtask (Spark partition) with its list state; stage the new lists.
-
-    The new lists are staged in ``store`` and written by ``store.snapshot()``.
-    Broadcast state is read-only here (every subtask sees the same map).
-    """
+    """Every subtask's list elements and broadcast entries as ``__subtask, __idx, __v`` (JSON) rows."""
     p = store.parallelism
-    records = batch.repartition(p).withColumn("__subtask", F.spark_partition_id())
-    parts = []
+    state = store.backend.spark.createDataFrame([], "__subtask int, __idx int, __v string")
     for i, d in enumerate(lists):
         listed = store.get_list_state(d) if d.mode is OperatorStateMode.SPLIT_DISTRIBUTE else store.get_union_list_state(d)
-        parts.append(listed.get().select(F.col("subtask").alias("__subtask"), F.lit(i).alias("__idx"), F.to_json(F.struct("value")).alias("__v")))
+        part = listed.get().select(F.col("subtask").alias("__subtask"), F.lit(i).alias("__idx"), F.to_json(F.struct("value")).alias("__v"))
+        state = state.unionByName(part)
     for j, d in enumerate(broadcasts):
         store.get_broadcast_state(d)
-        bdf = store.backend.read(d, p)
-        parts.append(bdf.select(F.col("subtask").alias("__subtask"), F.lit(-1 - j).alias("__idx"), F.to_json(F.struct("map_key", "value")).alias("__v")))
-    empty = store.backend.spark.createDataFrame([], "__subtask int, __idx int, __v string")
-    state = empty
-    for part in parts:
+        part = store.backend.read(d, p).select(
+            F.col("subtask").alias("__subtask"), F.lit(-1 - j).alias("__idx"), F.to_json(F.struct("map_key", "value")).alias("__v")
+        )
         state = state.unionByName(part)
-    names = [d.name for d in lists]
-    bnames = [d.name for d in broadcasts]
-    out_cols = [f.name for f in output_schema.fields]
-    schema = T.StructType(
-        [T.StructField("__kind", T.StringType()), T.StructField("__subtask", T.IntegerType()), T.StructField("__idx", T.IntegerType()), T.StructField("__v", T.StringType())]
-        + [T.StructField(f.name, f.dataType, True) for f in output_schema.fields]
-    )
+    return state
+
+
+def _subtask_grouped(function: SubtaskFunction, names: list[str], bnames: list[str], schema: T.StructType):
+    """The cogrouped pandas function: rebuild the subtask's state, call ``process``, emit outputs and new lists."""
 
     def grouped(key, recs: pd.DataFrame, st: pd.DataFrame) -> pd.DataFrame:
         import json
@@ -356,8 +342,7 @@ def run_subtask_process(
         lists_now: dict[str, list] = {n: [] for n in names}
         bcast: dict[str, dict] = {n: {} for n in bnames}
         for _, row in st.iterrows():
-            payload = json.loads(row["__v"])
-            idx = int(row["__idx"])
+            payload, idx = json.loads(row["__v"]), int(row["__idx"])
             if idx >= 0:
                 lists_now[names[idx]].append(payload.get("value"))
             else:
@@ -371,14 +356,36 @@ def run_subtask_process(
                 rows.append({**blank, "__kind": "state", "__subtask": subtask, "__idx": i, "__v": json.dumps({"value": v}, default=str)})
         return pd.DataFrame(rows, columns=schema.names, dtype=object)
 
+    return grouped
+
+
+def run_subtask_process(
+    store: OperatorStateStore,
+    batch: DataFrame,
+    lists: Sequence[OperatorStateDescriptor],
+    function: SubtaskFunction,
+    output_schema: T.StructType,
+    broadcasts: Sequence[OperatorStateDescriptor] = (),
+) -> DataFrame:
+    """Run ``function`` per subtask (Spark partition) with its list state; stage the new lists.
+
+    The new lists are staged in ``store`` and written by ``store.snapshot()``.
+    Broadcast state is read-only here (every subtask sees the same map).
+    """
+    records = batch.repartition(store.parallelism).withColumn("__subtask", F.spark_partition_id())
+    state = _subtask_state_rows(store, lists, broadcasts)
+    schema = T.StructType(
+        [T.StructField("__kind", T.StringType()), T.StructField("__subtask", T.IntegerType()), T.StructField("__idx", T.IntegerType()), T.StructField("__v", T.StringType())]
+        + [T.StructField(f.name, f.dataType, True) for f in output_schema.fields]
+    )
+    grouped = _subtask_grouped(function, [d.name for d in lists], [d.name for d in broadcasts], schema)
     result = (
         records.groupBy("__subtask").cogroup(state.groupBy("__subtask")).applyInPandas(grouped, schema)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     for i, d in enumerate(lists):
         value = F.from_json("__v", T.StructType([T.StructField("value", d.value_type)]))["value"]
-        new = result.where((F.col("__kind") == "state") & (F.col("__idx") == i)).select(
+        store._pending[d.name] = result.where((F.col("__kind") == "state") & (F.col("__idx") == i)).select(
             F.col("__subtask").alias("subtask"), value.alias("value")
         )
-        store._pending[d.name] = new
-    return result.where(F.col("__kind") == "out").select(*out_cols)
+    return result.where(F.col("__kind") == "out").select(*[f.name for f in output_schema.fields])
