@@ -63,6 +63,14 @@ class Pipeline:
         return list(self._order)
 
     @property
+    def consumer_counts(self) -> dict[str, int]:
+        """How many stages and sinks read each output reference."""
+        counts: dict[str, int] = {}
+        for ref in [i for s in self.stages for i in s.inputs] + [s.input for s in self.sinks]:
+            counts[ref] = counts.get(ref, 0) + 1
+        return counts
+
+    @property
     def stateful_stages(self) -> list[Stage]:
         return [s for s in self._order if s.keyed_state or s.operator_state]
 

@@ -234,11 +234,11 @@ class EpochRunner:
         crashpoint("in_stage", epoch)
         try:
             produced = dict(stage.process(ctx, inputs))
-        except (PipelineError,) as exc:
+        except PipelineError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user-code boundary
             raise StageError(stage.name, epoch, ctx.partition, exc) from exc
-        consumers = self._consumers()
+        consumers = self.d.pipeline.consumer_counts
         for out, frame in produced.items():
             ref = f"{stage.name}.{out}"
             if isinstance(frame, DataFrame) and consumers.get(ref, 0) + consumers.get(stage.name, 0) > 1:
@@ -254,29 +254,20 @@ class EpochRunner:
         if pending is not None:
             self._ack(pending, f"stage:{stage.name}", epoch, self._handles_for_ack(stage, store, pending))
 
-    def _consumers(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for stage in self.d.pipeline.stages:
-            for ref in stage.inputs:
-                counts[ref] = counts.get(ref, 0) + 1
-        for sink in self.d.pipeline.sinks:
-            counts[sink.input] = counts.get(sink.input, 0) + 1
-        return counts
-
     def _handles_for_ack(self, stage: Stage, store: OperatorStateStore, pending) -> list[StateHandle]:
-        handles = self.d.state_handles(stage, store)
-        handles = [self._written_since_last_checkpoint(h) for h in handles]
+        latest = self.d.coordinator.store.latest()
+        handles = [self._written_since(latest, h) for h in self.d.state_handles(stage, store)]
         if pending.spec.mode is CheckpointMode.FULL or pending.spec.kind is CheckpointKind.SAVEPOINT:
             from state.snapshots import materialize_handles
 
             handles = materialize_handles(self.d.spark, self.d.storage, handles, pending)
         return handles
 
-    def _written_since_last_checkpoint(self, handle: StateHandle) -> StateHandle:
+    @staticmethod
+    def _written_since(latest: CompletedCheckpoint | None, handle: StateHandle) -> StateHandle:
         """Bytes this checkpoint wrote for a table: every version since the previous checkpoint's."""
         from state import delta_io
 
-        latest = self.d.coordinator.store.latest()
         previous = latest.metadata.handle(handle.stage, handle.state) if latest is not None else None
         since = previous.version if previous is not None and previous.table_path == handle.table_path else -1
         if since >= handle.version:
