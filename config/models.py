@@ -166,6 +166,10 @@ class DagsterSettings(_Strict):
     webserver_host: Host = Field(default="127.0.0.1", description="Address `epochal ui` binds the webserver to.")
     webserver_port: Int = Field(default=3000, ge=1, le=65535, description="Port of the Dagster webserver.")
     schedule_enabled: bool = Field(default=True, description="Start the per-window schedule running.")
+    savepoint_every_checkpoints: Int | None = Field(
+        default=None, ge=1,
+        description="The savepoint sensor takes a savepoint every N completed checkpoints; null: only on request or code change.",
+    )
 
 
 class Settings(_Strict):

@@ -60,6 +60,11 @@ class EpochReport:
     state_bytes: int = 0
     bytes_written: int = 0
     sink_rows: dict[str, int] = field(default_factory=dict)
+    metadata_path: str | None = None
+    #: Per stage: seconds, and (when a checkpoint completed) its state handles' rows and bytes.
+    stages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per sink: seconds and the Delta table's path.
+    sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -121,8 +126,16 @@ class EpochRunner:
 
     # -- public ----------------------------------------------------------------------------
 
-    def run(self, *, to: str | None = None, from_: str | None = None, now: datetime | None = None) -> RunReport:
-        """Run epochs in order (DESIGN section 6, ``epochal run``)."""
+    def run(
+        self, *, to: str | None = None, from_: str | None = None, now: datetime | None = None, replan: bool = False
+    ) -> RunReport:
+        """Run epochs in order (DESIGN section 6, ``epochal run``).
+
+        With ``from_`` at or before the state's position this is a backfill: the newest
+        checkpoint or savepoint before ``from_`` is restored and every epoch from its
+        position on is replayed with fresh source plans. ``replan`` also re-plans epochs
+        that run in order (a Dagster backfill runs one partition per run).
+        """
         report = RunReport()
         progress = self.d.progress.load()
         if not progress.clean:
@@ -130,11 +143,13 @@ class EpochRunner:
             report.restored = self.restore()
             progress = self.d.progress.load()
         position = progress.last_done_epoch
-        replan = False
         if from_ is not None:
             first = self.d.partitioning.epoch(from_)
             if position is not None and first <= position:
                 report.restored = self.restore_before(first)
+                restored_epoch = report.restored["epoch"]
+                # A checkpoint older than from_ - 1 (interval > 1, or a savepoint): replay up to from_ too.
+                first = 0 if restored_epoch is None else min(first, restored_epoch + 1)
                 replan = True
             elif first > (position + 1 if position is not None else 0):
                 expected = self.d.partitioning.key(position + 1 if position is not None else 0)
@@ -179,12 +194,16 @@ class EpochRunner:
         persisted: list[DataFrame] = []
         try:
             for stage in d.pipeline.ordered_stages:
+                stage_started = time.monotonic()
                 self._run_stage(stage, epoch, outputs, persisted, pending)
+                report.stages[stage.name] = {"duration_s": round(time.monotonic() - stage_started, 3)}
             for name, sink in d.sinks.items():
                 crashpoint("in_sink", epoch)
+                sink_started = time.monotonic()
                 frame = outputs[sink.spec.input]
                 sink.write(frame, epoch)
                 report.sink_rows[name] = -1
+                report.sinks[name] = {"duration_s": round(time.monotonic() - sink_started, 3), "table": sink.path}
                 if pending is not None:
                     self._ack(pending, f"sink:{name}", epoch, ())
         except BaseException as exc:
@@ -301,6 +320,13 @@ class EpochRunner:
         meta = completion.completed.metadata
         report.checkpoint_status = "completed"
         report.state_rows, report.state_bytes, report.bytes_written = meta.state_rows, meta.state_bytes, meta.bytes_written
+        report.metadata_path = completion.completed.metadata_path
+        for handle in meta.handles:
+            entry = report.stages.setdefault(handle.stage, {})
+            entry["state_rows"] = entry.get("state_rows", 0) + handle.rows
+            entry["state_bytes"] = entry.get("state_bytes", 0) + handle.bytes_total
+            entry["bytes_written"] = entry.get("bytes_written", 0) + handle.bytes_added
+            entry.setdefault("tables", {})[handle.state] = handle.table_path
         self._last_checkpoint_epoch = int(meta.epoch)
         crashpoint("in_retention", int(meta.epoch))
         self.release()

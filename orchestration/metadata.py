@@ -1,0 +1,79 @@
+"""Materialization metadata from an epoch's report: numbers the UI plots over time, and paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+
+def _num(value: Any) -> dg.MetadataValue:
+    return dg.MetadataValue.float(float(value)) if isinstance(value, float) else dg.MetadataValue.int(int(value))
+
+
+def checkpoint_metadata(report) -> dict[str, Any]:
+    """The ``checkpoint`` asset: id, epoch, durations, state rows and bytes, bytes written, ``_metadata``."""
+    meta: dict[str, Any] = {
+        "epoch": _num(report.epoch),
+        "partition": dg.MetadataValue.text(report.partition),
+        "epoch_duration_s": _num(float(report.duration_s)),
+        "checkpoint_status": dg.MetadataValue.text(report.checkpoint_status),
+    }
+    if report.checkpoint_id is not None:
+        meta["checkpoint_id"] = _num(report.checkpoint_id)
+    if report.checkpoint_status == "completed":
+        meta.update({
+            "state_rows": _num(report.state_rows),
+            "state_bytes": _num(report.state_bytes),
+            "bytes_written": _num(report.bytes_written),
+        })
+    if report.checkpoint_detail:
+        meta["checkpoint_detail"] = dg.MetadataValue.text(str(report.checkpoint_detail))
+    if report.metadata_path:
+        meta["metadata_path"] = dg.MetadataValue.path(report.metadata_path)
+    return meta
+
+
+def stage_metadata(report, stage: str) -> dict[str, Any]:
+    """A stage's asset: its duration; when a checkpoint completed, its state's rows, bytes and tables."""
+    entry = report.stages.get(stage, {})
+    meta: dict[str, Any] = {"epoch": _num(report.epoch)}
+    if "duration_s" in entry:
+        meta["duration_s"] = _num(float(entry["duration_s"]))
+    for key in ("state_rows", "state_bytes", "bytes_written"):
+        if key in entry:
+            meta[key] = _num(entry[key])
+    for state, path in sorted(entry.get("tables", {}).items()):
+        meta[f"state_table/{state}"] = dg.MetadataValue.path(path)
+    if report.checkpoint_id is not None:
+        meta["checkpoint_id"] = _num(report.checkpoint_id)
+    return meta
+
+
+def sink_metadata(report, sink: str) -> dict[str, Any]:
+    entry = report.sinks.get(sink, {})
+    meta: dict[str, Any] = {"epoch": _num(report.epoch)}
+    if "duration_s" in entry:
+        meta["duration_s"] = _num(float(entry["duration_s"]))
+    if "table" in entry:
+        meta["table"] = dg.MetadataValue.path(entry["table"])
+    return meta
+
+
+def restore_metadata(result: dict[str, Any], action: str) -> dict[str, Any]:
+    """An observation recording a restore (or a reset to empty state) on the state's assets."""
+    meta: dict[str, Any] = {"action": dg.MetadataValue.text(action)}
+    if result.get("checkpoint_id") is not None:
+        meta["restored_checkpoint_id"] = _num(result["checkpoint_id"])
+    if result.get("epoch") is not None:
+        meta["restored_epoch"] = _num(result["epoch"])
+        meta["restored_partition"] = dg.MetadataValue.text(str(result["partition"]))
+    else:
+        meta["restored_epoch"] = dg.MetadataValue.text("empty state")
+    if result.get("kind"):
+        meta["restored_kind"] = dg.MetadataValue.text(str(result["kind"]))
+    if result.get("metadata_path"):
+        meta["metadata_path"] = dg.MetadataValue.path(str(result["metadata_path"]))
+    if result.get("parallelism"):
+        meta["parallelism"] = _num(result["parallelism"])
+    return meta

@@ -1,0 +1,106 @@
+"""Dagster resources, built from the pydantic configuration (DESIGN section 6).
+
+- :class:`SparkResource`: the run's one SparkSession (Delta configured), from the
+  ``spark`` section. ``getOrCreate`` underneath: one JVM per run process.
+- :class:`CheckpointStorageResource`: checkpoint storage (fsspec), from the
+  ``checkpoints`` section. Schedules and sensors use only this one: they never
+  start Spark.
+- :class:`EpochalResource`: the deployment (the YAML file, with the two above
+  taking precedence, so a launchpad override of a resource's config applies).
+"""
+
+
+from typing import Dict, Optional
+
+import dagster as dg
+
+from config import CheckpointSettings, Settings, SparkSettings, load_settings
+from state.checkpoint.failure import FailureState, StorageFailureStateRepository
+from state.checkpoint.stats import CheckpointStats, JsonLinesStatsHistory
+from state.checkpoint.storage import CheckpointStorage
+
+
+class SparkResource(dg.ConfigurableResource):
+    """The SparkSession of a run: Delta configured, one per process."""
+
+    master: str = "local[*]"
+    parallelism: int = 2
+    max_parallelism: int = 128
+    shuffle_partitions: Optional[int] = None
+    ui_enabled: bool = False
+    driver_memory: str = "2g"
+    conf: Dict[str, str] = {}
+
+    @classmethod
+    def from_settings(cls, spark: SparkSettings) -> "SparkResource":
+        return cls(**spark.model_dump(mode="json"))
+
+    def settings(self) -> SparkSettings:
+        return SparkSettings.model_validate(
+            {name: getattr(self, name) for name in SparkSettings.model_fields}
+        )
+
+    def session(self):
+        from state.session import build_spark_session
+
+        return build_spark_session(self.settings())
+
+
+class CheckpointStorageResource(dg.ConfigurableResource):
+    """Checkpoint storage (an fsspec URL): ``_metadata``, stats, failure state, requests."""
+
+    dir: str
+    savepoints_dir: Optional[str] = None
+
+    @classmethod
+    def from_settings(cls, checkpoints: CheckpointSettings) -> "CheckpointStorageResource":
+        return cls(dir=str(checkpoints.dir), savepoints_dir=None if checkpoints.savepoints_dir is None else str(checkpoints.savepoints_dir))
+
+    def storage(self) -> CheckpointStorage:
+        return CheckpointStorage(self.dir, self.savepoints_dir)
+
+    def failure_state(self) -> FailureState:
+        """Whether the failure manager gave up (read from storage, no Spark)."""
+        storage = self.storage()
+        return StorageFailureStateRepository(storage).load()
+
+    def stats(self) -> list[CheckpointStats]:
+        """The checkpoint statistics history (completed and failed), oldest first."""
+        return JsonLinesStatsHistory(self.storage()).load()
+
+    def savepoint_requests(self) -> list[str]:
+        """Names of savepoint request files under ``<checkpoints>/requests/savepoint/``."""
+        storage = self.storage()
+        folder = storage.child("requests", "savepoint")
+        return sorted(storage.list_names(folder)) if storage.exists(folder) else []
+
+
+class EpochalResource(dg.ConfigurableResource):
+    """One deployment: its YAML configuration, Spark and checkpoint storage."""
+
+    config_path: Optional[str] = None
+    spark: SparkResource
+    checkpoints: CheckpointStorageResource
+
+    @classmethod
+    def from_settings(cls, settings: Settings, config_path: str | None = None) -> "EpochalResource":
+        return cls(
+            config_path=config_path,
+            spark=SparkResource.from_settings(settings.spark),
+            checkpoints=CheckpointStorageResource.from_settings(settings.checkpoints),
+        )
+
+    def settings(self) -> Settings:
+        base = load_settings(self.config_path)
+        checkpoints = base.checkpoints.model_copy(
+            update={"dir": self.checkpoints.dir, "savepoints_dir": self.checkpoints.savepoints_dir}
+        )
+        return base.model_copy(update={"spark": self.spark.settings(), "checkpoints": checkpoints})
+
+    def runner(self):
+        """An epoch runner on the run's SparkSession (built once per process)."""
+        from pipeline.registry import build_deployment
+        from pipeline.runner import EpochRunner
+
+        settings = self.settings()
+        return EpochRunner(build_deployment(settings, self.spark.session()))
