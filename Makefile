@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test test-fast jars clean
+.PHONY: setup demo test test-fast validate chromium jars clean
 
 setup: $(STAMP)
 
@@ -16,8 +16,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	$(PY) -m state.session --warm
+	@command -v chromium >/dev/null || $(MAKE) --no-print-directory chromium
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
+
+# Debian's chromium, for the screenshots of the Dagster UI (the playwright driver comes from PyPI).
+chromium:
+	@command -v apt-get >/dev/null || { echo "need chromium (Debian package 'chromium') for the UI screenshot test"; exit 1; }
+	apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
 
 jars: setup
 	$(PY) -m state.session --warm
@@ -25,10 +31,14 @@ jars: setup
 demo: setup
 	$(VENV)/bin/epochal demo
 
-test: setup
+test: setup validate
 	$(PY) -m pytest -q
 
-test-fast: setup
+# The Dagster definitions load (`dagster definitions validate`) for the example configuration.
+validate: setup
+	EPOCHAL_CONFIG=config/example.yaml $(VENV)/bin/dagster definitions validate -m orchestration.definitions
+
+test-fast: setup validate
 	$(PY) -m pytest -q -m "not slow"
 
 clean:

@@ -3,8 +3,8 @@
 Every stage output and every sink is an asset, and ``checkpoint`` (the
 coordinator: trigger, collect acks, complete, retain N) depends on all of them,
 so the lineage in the UI is the pipeline DAG. Stateful assets (and
-``checkpoint``) depend on their own previous partition, so Dagster orders runs
-and backfills oldest first.
+``checkpoint``) depend on their own previous partition
+(``TimeWindowPartitionMapping(-1, -1)``): state carries over from epoch e-1 to e.
 
 They are one multi-asset that cannot be subset: a run materializes a whole
 epoch, in one process with one SparkSession (in-process executor), and a

@@ -178,11 +178,9 @@ def cmd_demo(args) -> Any:
 
 
 def cmd_ui(args) -> Any:
-    try:
-        from orchestration.ui import serve
-    except ImportError:
-        raise CliError("`epochal ui` needs the Dagster definitions, which are not part of this release yet") from None
-    return serve(getattr(args, "config", None))
+    from orchestration.ui import serve
+
+    return serve(getattr(args, "config", None) or os.environ.get("EPOCHAL_CONFIG"))
 
 
 COMMANDS = {

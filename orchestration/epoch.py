@@ -6,7 +6,9 @@ A run for partition ``K``:
   position: a backfill. The first partition restores the newest checkpoint or
   savepoint before ``K`` (empty state for the first partition) and replays from
   there with fresh source plans; the next partitions of the backfill follow in
-  order, re-planned too.
+  order, re-planned too. Partitions after the last one that the state had passed
+  lost their output with the rewind: their materializations are wiped, so they
+  show as missing (out of date) until they run again.
 - after the state's position: runs the epochs from the position up to ``K``
   (normally just ``K``; a schedule that missed windows catches up in order).
 
@@ -62,6 +64,16 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
     for asset_key, meta in _asset_metadata(d, target):
         yield dg.MaterializeResult(asset_key=asset_key, metadata=meta)
     yield from _checks(d, epoch)
+    if position is not None and position > epoch:
+        _mark_out_of_date(context, d, range(epoch + 1, position + 1))
+
+
+def _mark_out_of_date(context, d, epochs: range) -> None:
+    """Partitions after a backfill's end lost their output with the rewind: they show as missing again."""
+    keys = [d.partitioning.key(e) for e in epochs]
+    context.log.warning(f"partitions {keys[0]}..{keys[-1]} are out of date after this backfill: run them again")
+    for asset_key in context.assets_def.keys:
+        context.instance.wipe_asset_partitions(asset_key, keys)
 
 
 def _asset_metadata(d, report) -> Iterator[tuple[str, dict[str, Any]]]:
