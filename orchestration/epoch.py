@@ -7,8 +7,9 @@ A run for partition ``K``:
   savepoint before ``K`` (empty state for the first partition) and replays from
   there with fresh source plans; the next partitions of the backfill follow in
   order, re-planned too. Partitions after the last one that the state had passed
-  lost their output with the rewind: their materializations are wiped, so they
-  show as missing (out of date) until they run again.
+  lost their output with the rewind: each gets an ``out_of_date`` observation on
+  ``checkpoint`` and, where the instance's event log can (Postgres), their
+  materializations are wiped so they show as missing until they run again.
 - after the state's position: runs the epochs from the position up to ``K``
   (normally just ``K``; a schedule that missed windows catches up in order).
 
@@ -72,8 +73,14 @@ def _mark_out_of_date(context, d, epochs: range) -> None:
     """Partitions after a backfill's end lost their output with the rewind: they show as missing again."""
     keys = [d.partitioning.key(e) for e in epochs]
     context.log.warning(f"partitions {keys[0]}..{keys[-1]} are out of date after this backfill: run them again")
-    for asset_key in context.assets_def.keys:
-        context.instance.wipe_asset_partitions(asset_key, keys)
+    meta = {"out_of_date": True, "reason": f"rewound by the backfill of {context.partition_key}"}
+    for key in keys:
+        context.log_event(dg.AssetObservation(CHECKPOINT, partition=key, metadata=meta))
+    try:
+        for asset_key in context.assets_def.keys:
+            context.instance.wipe_asset_partitions(asset_key, keys)
+    except NotImplementedError:  # SQLite event logs cannot wipe partitions (Postgres can): the observations say it
+        context.log.info("this instance's event log cannot wipe partitions; out-of-date partitions are recorded as observations")
 
 
 def _asset_metadata(d, report) -> Iterator[tuple[str, dict[str, Any]]]:

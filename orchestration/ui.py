@@ -40,14 +40,22 @@ class UiProcesses:
     daemon: subprocess.Popen
 
     def stop(self) -> None:
+        """Stop both, with their code servers and run workers (each started its own process group)."""
         for proc in (self.webserver, self.daemon):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
+            _signal_group(proc, signal.SIGINT)
         for proc in (self.webserver, self.daemon):
             try:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                pass
+            _signal_group(proc, signal.SIGKILL)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def dagster_home(settings: Settings, config_path: str | None) -> Path:

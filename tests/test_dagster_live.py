@@ -70,6 +70,7 @@ def _materialized(run: dict) -> dict[str, set[str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3000)  # four runs, each its own process and JVM; a deadline, not a timing assertion
 def test_partition_run_and_backfill_through_the_webserver_and_daemon(ui, spark):
     gql, config, root = ui
     run_id = gql.launch_partition_run("clickstream_epochs", PARTITIONS[0])
