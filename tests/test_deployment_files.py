@@ -301,20 +301,9 @@ def test_workspace_points_at_the_code_server():
 
 
 def _click_parse(args: list[str]) -> None:
-    """Parse a Dagster command line with the installed Dagster's own click commands (nothing runs)."""
-    from dagster._cli import cli as dagster_cli
-    from dagster._daemon.cli import cli as daemon_cli
-    from dagster_webserver.cli import cli as webserver_cli
+    from dagster_cli import parse_dagster_command
 
-    program, rest = args[0], args[1:]
-    command = {"dagster": dagster_cli, "dagster-daemon": daemon_cli, "dagster-webserver": webserver_cli}[program]
-    ctx = command.make_context(program, list(rest), resilient_parsing=False)
-    while ctx.protected_args or getattr(command, "commands", None) and ctx.args:
-        words = [*ctx.protected_args, *ctx.args]
-        name, sub, remaining = command.resolve_command(ctx, words)
-        command = sub
-        ctx = sub.make_context(name, remaining, parent=ctx)
-    assert not getattr(command, "commands", None), f"{args}: names a command group, not a command"
+    parse_dagster_command(args)
 
 
 def _mounted(service: dict[str, Any], arg: str) -> str:
