@@ -196,7 +196,7 @@ def test_dagster_containers_share_one_environment_and_instance():
     for name, env in envs.items():
         extra = {k: v for k, v in env.items() if k not in base}
         assert {k: env[k] for k in base} == base, f"{name}: the shared environment"
-        assert set(extra) <= {"EPOCHAL__SPARK__CONF__spark.driver.host"}, name
+        assert set(extra) <= {"SPARK_LOCAL_HOSTNAME"}, name
         home = env["DAGSTER_HOME"]
         assert host_file(services[name], f"{home}/dagster.yaml") == DEPLOY / "dagster.yaml"
         assert mounts(services[name])[f"{home}/storage"] == "dagster-storage", f"{name}: shared compute logs"
@@ -352,6 +352,11 @@ def test_pipeline_configuration_agrees_with_the_services():
     minio_api = urlparse(conf["spark.hadoop.fs.s3a.endpoint"])
     assert env["FSSPEC_S3_ENDPOINT_URL"] == conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
     assert minio_api.hostname in services and int(minio_api.port) in PUBLISHED[minio_api.hostname]
+    import fsspec.config
+
+    s3fs_options: dict = {}
+    fsspec.config.set_conf_env(s3fs_options, env)  # what s3fs gets from FSSPEC_S3_* in the containers
+    assert s3fs_options == {"s3": {"endpoint_url": "http://minio:9000", "use_listings_cache": False}}
     assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem", "s3:// landing files"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
 
@@ -363,11 +368,19 @@ def test_pipeline_configuration_agrees_with_the_services():
     worker_args = argv(services["spark-worker"])
     assert option(worker_args, "--host") == "spark-worker", "executors advertise a name the driver resolves"
     assert int(option(worker_args, "--cores")) >= int(conf["spark.cores.max"]) >= settings.spark.parallelism
-    assert conf["spark.driver.host"] == "dagster-code" and conf["spark.driver.bindAddress"] == "0.0.0.0"
+    # the driver runs in dagster-code: it advertises that name (spark.driver.host defaults to
+    # SPARK_LOCAL_HOSTNAME) and listens on every interface
+    assert "spark.driver.host" not in conf and env["SPARK_LOCAL_HOSTNAME"] == "dagster-code"
+    assert conf["spark.driver.bindAddress"] == "0.0.0.0"
+    from state.session import spark_conf
+
+    assert "spark.driver.host" not in spark_conf(settings.spark), "nothing overrides it for a cluster master"
 
     assert settings.dagster.webserver_port == int(option(argv(services["dagster-webserver"]), "-p", "--port"))
-    landing_arg = option(argv(services["sample-data"]), "--landing")
-    assert landing_arg == settings.landing
+    sample = argv(services["sample-data"])
+    assert option(sample, "--landing") == settings.landing
+    assert option(sample, "--start") == f"{settings.partitions.start:%Y-%m-%dT%H}", "sample hours from the first partition"
+    assert settings.dagster.schedule_enabled is False, "a first tick would run every window since partitions.start"
 
 
 def test_credentials_come_from_the_environment_only():
