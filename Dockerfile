@@ -1,10 +1,18 @@
-# epochal with its pinned Python packages and Delta's jars baked in (no download at start).
+# epochal as a container image: the project with its pinned Python packages (and the
+# [deploy] extra: dagster-postgres, s3fs), Java 17, and every jar Spark needs resolved at
+# build time into the image's Ivy cache (EPOCHAL_IVY_DIR): Delta's, and the S3 ones
+# (hadoop-aws, aws-java-sdk-bundle) named in deploy/epochal-compose.yaml. A container
+# resolves them from that cache: nothing is downloaded when it starts.
+# docker-compose.yml runs this one image as the Dagster code server, webserver and daemon,
+# the Spark master and worker, and the demo.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
- && rm -rf /var/lib/apt/lists/*
-ENV JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64 \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java \
+ && mkdir -p /opt/dagster/home
+ENV JAVA_HOME=/opt/java \
     PYTHONUNBUFFERED=1 \
     EPOCHAL_IVY_DIR=/opt/ivy
 
@@ -14,8 +22,9 @@ COPY config ./config
 COPY state ./state
 COPY pipeline ./pipeline
 COPY orchestration ./orchestration
-RUN pip install --no-cache-dir . \
- && python -m state.session --warm
+COPY deploy ./deploy
+RUN pip install --no-cache-dir '.[deploy]' \
+ && python -m state.session --warm --config deploy/epochal-compose.yaml
 
 ENTRYPOINT ["epochal"]
 CMD ["--help"]

@@ -106,21 +106,38 @@ def build_spark_session(settings: SparkSettings | None = None, *, app_name: str 
     return spark
 
 
-def _warm() -> int:
-    """Resolve and cache the Delta jars, then prove Delta works with a tiny table."""
+def _warm(config_path: str | None = None) -> int:
+    """Resolve and cache the Delta jars, then prove Delta works with a tiny table.
+
+    With ``config_path``, the extra packages of that configuration's
+    ``spark.conf["spark.jars.packages"]`` (S3's hadoop-aws, say) are resolved too,
+    so that a session built from that configuration later finds every jar cached.
+    """
     import tempfile
 
-    spark = build_spark_session(SparkSettings(master="local[1]"), app_name="epochal-warm")
+    conf: dict[str, str] = {}
+    if config_path:
+        from config import load_settings
+
+        packages = load_settings(config_path, env={}).spark.conf.get("spark.jars.packages")
+        if packages:
+            conf["spark.jars.packages"] = str(packages)
+    spark = build_spark_session(SparkSettings(master="local[1]", conf=conf), app_name="epochal-warm")
     with tempfile.TemporaryDirectory() as tmp:
         spark.range(3).write.format("delta").save(f"{tmp}/t")
         rows = spark.read.format("delta").load(f"{tmp}/t").count()
     spark.stop()
-    print(f"Delta ready (spark {spark.version}, {rows} rows read back)", file=sys.stderr)
+    extra = f", with {conf['spark.jars.packages']}" if conf else ""
+    print(f"Delta ready (spark {spark.version}{extra}, {rows} rows read back)", file=sys.stderr)
     return 0 if rows == 3 else 1
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--warm", action="store_true", help="resolve the Delta jars and check Delta works")
+    parser.add_argument(
+        "--config", metavar="PATH", default=None,
+        help="with --warm: also resolve the spark.jars.packages of this configuration's spark.conf",
+    )
     args = parser.parse_args()
-    sys.exit(_warm() if args.warm else 0)
+    sys.exit(_warm(args.config) if args.warm else 0)

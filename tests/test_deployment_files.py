@@ -1,35 +1,438 @@
-"""docker-compose.yml and its configuration, checked statically (no Docker engine here)."""
+"""docker-compose.yml, the Dockerfile and deploy/, checked statically (no Docker engine runs here).
+
+The compose file is parsed with YAML and its ``${VAR:-default}`` values are
+interpolated as Compose does with an empty environment (the try-out defaults).
+Dagster's own code validates deploy/dagster.yaml and deploy/workspace.yaml and
+parses every Dagster command line of the compose file; the pipeline's
+configuration is loaded with ``config.load_settings`` in the environment of the
+container that runs it, and compared with the services it names.
+"""
 
 from __future__ import annotations
 
+import re
+import shlex
+import tomllib
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
+import pytest
 import yaml
 
 from config import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+COMPOSE_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
+DAGSTER_SERVICES = ("dagster-init", "dagster-code", "dagster-webserver", "dagster-daemon")
+LONG_RUNNING = ("postgres", "minio", "spark-master", "spark-worker", "dagster-code", "dagster-webserver", "dagster-daemon")
+ONE_SHOT = ("minio-init", "dagster-init")
+ON_DEMAND = ("sample-data", "demo")  # profile "tools": only when named (docker compose run --rm NAME)
+#: Published ports a user opens, by service.
+PUBLISHED = {
+    "dagster-webserver": {3000},
+    "minio": {9000, 9001},
+    "spark-master": {8080},
+    "spark-worker": {8081},
+}
+#: The AWS SDK bundle each hadoop-aws release was built against (its POM's dependency).
+AWS_SDK_FOR_HADOOP = {"3.3.4": "1.12.262"}
+
+_VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}|\$\$")
 
 
-def test_compose_services_build_the_project_and_mount_their_data():
-    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    services = compose["services"]
-    assert set(services) == {"epochal", "demo"}
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's interpolation: ``${VAR}``, ``${VAR:-default}``; ``$$`` is a literal ``$``."""
+    if isinstance(value, str):
+
+        def one(match: re.Match) -> str:
+            if match.group(0) == "$$":
+                return "$"
+            name, default = match.group("name"), match.group("default")
+            if name in env:
+                return env[name]
+            if default is None:
+                raise AssertionError(f"${{{name}}} has no default and is not set")
+            return default
+
+        return _VAR.sub(one, value)
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    return value
+
+
+def compose(env: dict[str, str] | None = None) -> dict[str, Any]:
+    return interpolate(yaml.safe_load((ROOT / "docker-compose.yml").read_text()), env or {})
+
+
+def service_env(service: dict[str, Any]) -> dict[str, str]:
+    environment = service.get("environment", {})
+    if isinstance(environment, list):
+        environment = dict(item.split("=", 1) for item in environment)
+    return {k: str(v) for k, v in environment.items()}
+
+
+def argv(service: dict[str, Any]) -> list[str]:
+    """The container's command line: entrypoint then command (lists, or strings split like a shell)."""
+    parts: list[str] = []
+    for key in ("entrypoint", "command"):
+        value = service.get(key, [])
+        parts += shlex.split(value) if isinstance(value, str) else list(value)
+    return parts
+
+
+def option(args: list[str], *names: str) -> str:
+    for i, arg in enumerate(args):
+        if arg in names:
+            return args[i + 1]
+    raise AssertionError(f"none of {names} in {args}")
+
+
+def mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Container path -> host path (bind mounts) or volume name."""
+    out = {}
+    for volume in service.get("volumes", []):
+        host, container = volume.split(":")[:2]
+        out[container] = host
+    return out
+
+
+def host_file(service: dict[str, Any], container_path: str) -> Path:
+    """The repository file a container path of a service is bind-mounted from."""
+    for container, host in sorted(mounts(service).items(), key=lambda kv: -len(kv[0])):
+        if container_path == container or container_path.startswith(container.rstrip("/") + "/"):
+            assert host.startswith("./"), f"{container_path} is on volume {host}, not a repository file"
+            return ROOT / host / Path(container_path).relative_to(container)
+    raise AssertionError(f"{container_path} is not mounted from the repository")
+
+
+def pipeline_settings(service_name: str = "dagster-code"):
+    service = compose()["services"][service_name]
+    env = service_env(service)
+    return load_settings(host_file(service, env["EPOCHAL_CONFIG"]), env=env), env
+
+
+# ----------------------------------------------------------------------------- compose structure
+
+
+def test_every_service_has_an_image_health_check_or_a_one_shot_role():
+    services = compose()["services"]
+    assert set(services) == set(LONG_RUNNING) | set(ONE_SHOT) | set(ON_DEMAND)
     for name, service in services.items():
-        assert service["build"] == "." and (ROOT / "Dockerfile").exists(), name
-        assert any(v.startswith("./data:") for v in service["volumes"]), name
-        assert service["command"][0] in {"run", "demo"}
-    config_path = services["epochal"]["environment"]["EPOCHAL_CONFIG"]
-    mount = next(v for v in services["epochal"]["volumes"] if v.startswith("./deploy:"))
-    host, container = mount.split(":")[:2]
-    local = ROOT / host / Path(config_path).relative_to(container)
-    settings = load_settings(local, env={})
-    assert settings.landing.startswith("/data/") and settings.checkpoints.dir.startswith("/data/")
+        image = service.get("image", "")
+        assert image, f"{name}: every service names its image"
+        if "build" in service:
+            assert service["build"] == "." and image == "epochal:local", f"{name}: the project image is built from ."
+        else:
+            tag = image.rsplit(":", 1)[-1] if ":" in image else ""
+            assert tag and tag != "latest", f"{name}: external image {image!r} must be pinned to a tag"
+        if name in LONG_RUNNING:
+            test = service.get("healthcheck", {}).get("test")
+            assert test and test[0] in {"CMD", "CMD-SHELL"}, f"{name}: a long-running service has a health check"
+        if name in ONE_SHOT:
+            assert service.get("restart") == "no" and "healthcheck" not in service, name
+        if name in ON_DEMAND:
+            assert service.get("profiles") == ["tools"], f"{name}: not started by a plain `docker compose up`"
+        published = {int(str(p).split(":")[0]) for p in service.get("ports", [])}
+        assert published == PUBLISHED.get(name, set()), f"{name}: published ports"
+        if "build" in service:
+            assert argv(service), f"{name}: the project image runs an explicit command"
 
 
-def test_dockerfile_bakes_in_the_jars_and_runs_the_cli():
+def test_dependencies_exist_and_start_in_order():
+    services = compose()["services"]
+    graph: dict[str, set[str]] = {}
+    for name, service in services.items():
+        depends = service.get("depends_on", {})
+        assert isinstance(depends, dict), f"{name}: depends_on with conditions, not a bare list"
+        graph[name] = set(depends)
+        for target, spec in depends.items():
+            assert target in services, f"{name} depends on unknown service {target}"
+            condition = spec["condition"]
+            assert condition in COMPOSE_CONDITIONS, f"{name} -> {target}: {condition}"
+            if condition == "service_healthy":
+                assert "healthcheck" in services[target], f"{name} waits for {target}'s health, which has no check"
+            if condition == "service_completed_successfully":
+                assert target in ONE_SHOT, f"{name} waits for {target} to finish, but it keeps running"
+    from graphlib import TopologicalSorter
+
+    order = list(TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
+    position = {name: i for i, name in enumerate(order)}
+    assert position["minio-init"] < position["dagster-code"] and position["dagster-init"] < position["dagster-code"]
+    for server in ("dagster-webserver", "dagster-daemon"):
+        assert graph[server] >= {"postgres", "dagster-code"}
+        assert services[server]["depends_on"]["dagster-code"]["condition"] == "service_healthy"
+    assert services["dagster-code"]["depends_on"]["spark-worker"]["condition"] == "service_healthy"
+
+
+def test_volumes_are_declared_or_files_of_the_repository():
+    document = compose()
+    declared = set(document.get("volumes", {}))
+    used = set()
+    for name, service in document["services"].items():
+        for container, host in mounts(service).items():
+            assert container.startswith("/"), f"{name}: {container}"
+            if host.startswith("./"):
+                if host != "./data":  # the demo's output folder, created by Docker
+                    assert (ROOT / host).exists(), f"{name} mounts {host}, which is not in the repository"
+            else:
+                assert host in declared, f"{name} uses volume {host}, not declared under volumes:"
+                used.add(host)
+    assert used == declared, "every declared volume is used"
+    assert "/var/lib/postgresql/data" in mounts(document["services"]["postgres"])
+    assert "/data" in mounts(document["services"]["minio"])
+
+
+# ----------------------------------------------------------------------------- Dagster
+
+
+def test_dagster_containers_share_one_environment_and_instance():
+    services = compose()["services"]
+    envs = {name: service_env(services[name]) for name in DAGSTER_SERVICES}
+    base = envs["dagster-init"]
+    for name, env in envs.items():
+        extra = {k: v for k, v in env.items() if k not in base}
+        assert {k: env[k] for k in base} == base, f"{name}: the shared environment"
+        assert set(extra) <= {"SPARK_LOCAL_HOSTNAME"}, name
+        home = env["DAGSTER_HOME"]
+        assert host_file(services[name], f"{home}/dagster.yaml") == DEPLOY / "dagster.yaml"
+        assert mounts(services[name])[f"{home}/storage"] == "dagster-storage", f"{name}: shared compute logs"
+        assert host_file(services[name], env["EPOCHAL_CONFIG"]).is_file()
+    settings, env = pipeline_settings()
+    assert str(settings.dagster.home) == env["DAGSTER_HOME"]
+    postgres = service_env(services["postgres"])
+    assert (base["DAGSTER_PG_USER"], base["DAGSTER_PG_PASSWORD"], base["DAGSTER_PG_DB"]) == (
+        postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"], postgres["POSTGRES_DB"]
+    )
+    assert base["DAGSTER_PG_HOST"] == "postgres"
+
+
+def _env_refs(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        if set(node) == {"env"}:
+            return {node["env"]}
+        return set().union(*(_env_refs(v) for v in node.values())) if node else set()
+    if isinstance(node, list):
+        return set().union(*(_env_refs(v) for v in node)) if node else set()
+    return set()
+
+
+def test_dagster_yaml_passes_dagsters_validation_with_postgres_and_limits():
+    from dagster._core.instance.config import ConcurrencyConfig, PoolGranularity, dagster_instance_config
+    from dagster._core.instance.ref import InstanceRef
+
+    config, custom_class = dagster_instance_config(str(DEPLOY))  # raises DagsterInvalidConfigError
+    assert custom_class is None
+    ref = InstanceRef.from_dir(str(DEPLOY))
+    for data in (ref.storage_data, ref.run_storage_data, ref.event_storage_data, ref.schedule_storage_data):
+        assert data.module_name == "dagster_postgres", data
+    deploy_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["deploy"]
+    assert any(req.startswith("dagster-postgres==") for req in deploy_extra)
+    env = service_env(compose()["services"]["dagster-code"])
+    assert _env_refs(config["storage"]) <= set(env), "every variable dagster.yaml reads is set in the containers"
+    assert _env_refs(config["storage"]) == {"DAGSTER_PG_HOST", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_DB"}
+
+    coordinator = ref.run_coordinator_data.rehydrate(object)  # imports the class and validates its config
+    assert type(coordinator).__name__ == "QueuedRunCoordinator"
+    assert type(ref.run_launcher_data.rehydrate(object)).__name__ == "DefaultRunLauncher"
+    effective = ConcurrencyConfig.from_concurrency_settings(config["concurrency"], coordinator.get_run_queue_config())
+    assert effective.pool_config.pool_granularity is PoolGranularity.RUN
+    assert effective.pool_config.default_pool_limit == 1
+    _one_epoch_run_per_pipeline(effective.run_queue_config.tag_concurrency_limits)
+
+
+def _one_epoch_run_per_pipeline(limits) -> None:
+    """Dagster's run queue counter: a second run of one pipeline waits, another pipeline's does not."""
+    from dagster._core.storage.dagster_run import DagsterRun
+    from dagster._utils.tags import TagConcurrencyLimitsCounter
+
+    def run(pipeline: str) -> DagsterRun:
+        return DagsterRun(job_name=f"{pipeline}_epochs", tags={"epochal/deployment": pipeline})
+
+    counter = TagConcurrencyLimitsCounter(limits, [run("clickstream")])
+    assert counter.is_blocked(run("clickstream"))
+    assert not counter.is_blocked(run("other"))
+    assert not TagConcurrencyLimitsCounter(limits, []).is_blocked(run("clickstream"))
+
+
+def test_a_broken_dagster_yaml_is_refused_by_the_same_validation(tmp_path):
+    from dagster._core.errors import DagsterInvalidConfigError
+    from dagster._core.instance.config import dagster_instance_config
+
+    text = (DEPLOY / "dagster.yaml").read_text()
+    cases = {
+        "a misspelled key": text.replace("tag_concurrency_limits:", "tag_concurrency_limit:"),
+        "limits both in concurrency and the coordinator": text.replace(
+            "  class: QueuedRunCoordinator",
+            "  class: QueuedRunCoordinator\n  config:\n    tag_concurrency_limits: []",
+        ),
+    }
+    for what, broken in cases.items():
+        assert broken != text, what
+        folder = tmp_path / what.replace(" ", "-")
+        folder.mkdir()
+        (folder / "dagster.yaml").write_text(broken)
+        with pytest.raises(DagsterInvalidConfigError):
+            dagster_instance_config(str(folder))
+
+
+def test_workspace_points_at_the_code_server():
+    from dagster._core.workspace.config_schema import ensure_workspace_config
+
+    path = DEPLOY / "workspace.yaml"
+    workspace = ensure_workspace_config(yaml.safe_load(path.read_text()), str(path))
+    (entry,) = workspace["load_from"]
+    grpc = entry["grpc_server"]
+    services = compose()["services"]
+    code_args = argv(services["dagster-code"])
+    assert grpc["host"] == "dagster-code"
+    assert grpc["port"] == int(option(code_args, "-p", "--port"))
+    assert grpc["location_name"] == option(code_args, "--location-name")
+    assert option(code_args, "-m", "--module-name") == "orchestration.definitions"
+    assert option(code_args, "-h", "--host") == "0.0.0.0"
+    for name in ("dagster-webserver", "dagster-daemon"):
+        home = service_env(services[name])["DAGSTER_HOME"]
+        workspace_arg = option(argv(services[name]), "-w", "--workspace")
+        assert workspace_arg == f"{home}/workspace.yaml"
+        assert host_file(services[name], workspace_arg) == path
+
+
+def _click_parse(args: list[str]) -> None:
+    from dagster_cli import parse_dagster_command
+
+    parse_dagster_command(args)
+
+
+def _mounted(service: dict[str, Any], arg: str) -> str:
+    if not arg.startswith("/"):
+        return arg
+    try:
+        return str(host_file(service, arg))
+    except AssertionError:
+        return arg
+
+
+def test_dagster_command_lines_parse_with_the_installed_dagster():
+    services = compose()["services"]
+    lines = [(name, argv(services[name])) for name in DAGSTER_SERVICES]
+    lines += [(name, services[name]["healthcheck"]["test"][1:]) for name in ("dagster-code", "dagster-daemon")]
+    for name, args in lines:
+        # files the command names are the repository's files mounted there (click checks they exist)
+        _click_parse([_mounted(services[name], arg) for arg in args])
+    import click
+
+    with pytest.raises(click.UsageError):  # the parser is strict: an unknown option fails
+        _click_parse(["dagster", "code-server", "start", "--no-such-option"])
+    assert argv(services["dagster-init"])[-3:] == ["set", "epochal", "1"]
+
+
+def test_pool_and_run_tag_match_the_definitions():
+    assets = pytest.importorskip("orchestration.assets", reason="the Dagster definitions are not in this tree")
+    assert argv(compose()["services"]["dagster-init"])[-2] == assets.POOL
+    config = yaml.safe_load((DEPLOY / "dagster.yaml").read_text())
+    assert [limit["key"] for limit in config["concurrency"]["runs"]["tag_concurrency_limits"]] == [assets.DEPLOYMENT_TAG]
+
+
+# ----------------------------------------------------------------------------- the pipeline's configuration
+
+
+def test_pipeline_configuration_agrees_with_the_services():
+    services = compose()["services"]
+    settings, env = pipeline_settings()  # the code server's environment overrides included
+    bucket = service_env(services["minio-init"])["EPOCHAL_BUCKET"]
+    assert bucket in " ".join(services["minio-init"]["command"]).replace("$EPOCHAL_BUCKET", bucket)
+    for key in ("landing", "warehouse", "checkpoints.dir"):
+        url = urlparse(settings.get(key))
+        assert url.scheme in {"s3", "s3a"} and url.netloc == bucket, f"{key} = {settings.get(key)}"
+    assert urlparse(settings.warehouse).scheme == "s3a", "Delta tables through Hadoop's S3A"
+    conf = settings.spark.conf
+    minio_api = urlparse(conf["spark.hadoop.fs.s3a.endpoint"])
+    assert env["FSSPEC_S3_ENDPOINT_URL"] == conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
+    assert minio_api.hostname in services and int(minio_api.port) in PUBLISHED[minio_api.hostname]
+    import fsspec.config
+
+    s3fs_options: dict = {}
+    fsspec.config.set_conf_env(s3fs_options, env)  # what s3fs gets from FSSPEC_S3_* in the containers
+    assert s3fs_options == {"s3": {"endpoint_url": "http://minio:9000", "use_listings_cache": False}}
+    assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem", "s3:// landing files"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+
+    master = urlparse(settings.spark.master)
+    master_args = argv(services["spark-master"])
+    assert master.scheme == "spark" and master.hostname == option(master_args, "--host") == "spark-master"
+    assert master.port == int(option(master_args, "--port"))
+    assert settings.spark.master in argv(services["spark-worker"])
+    worker_args = argv(services["spark-worker"])
+    assert option(worker_args, "--host") == "spark-worker", "executors advertise a name the driver resolves"
+    assert int(option(worker_args, "--cores")) >= int(conf["spark.cores.max"]) >= settings.spark.parallelism
+    # the driver runs in dagster-code: it advertises that name (spark.driver.host defaults to
+    # SPARK_LOCAL_HOSTNAME) and listens on every interface
+    assert "spark.driver.host" not in conf and env["SPARK_LOCAL_HOSTNAME"] == "dagster-code"
+    assert conf["spark.driver.bindAddress"] == "0.0.0.0"
+    from state.session import spark_conf
+
+    assert "spark.driver.host" not in spark_conf(settings.spark), "nothing overrides it for a cluster master"
+
+    assert settings.dagster.webserver_port == int(option(argv(services["dagster-webserver"]), "-p", "--port"))
+    sample = argv(services["sample-data"])
+    assert option(sample, "--landing") == settings.landing
+    assert option(sample, "--start") == f"{settings.partitions.start:%Y-%m-%dT%H}", "sample hours from the first partition"
+    assert settings.dagster.schedule_enabled is False, "a first tick would run every window since partitions.start"
+
+
+def test_credentials_come_from_the_environment_only():
+    text = (DEPLOY / "epochal-compose.yaml").read_text()
+    settings, env = pipeline_settings()
+    flat = repr(settings.model_dump(mode="json")).lower()
+    for word in ("secret", "access.key", "password", env["AWS_SECRET_ACCESS_KEY"].lower()):
+        assert word not in flat, f"{word!r} in the pipeline's configuration"
+    assert "AWS_" not in text or "AWS_ACCESS_KEY_ID" in text  # named in a comment at most
+    raw = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    minio, code = service_env(raw["minio"]), service_env(raw["dagster-code"])
+    assert minio["MINIO_ROOT_USER"] == code["AWS_ACCESS_KEY_ID"] == "${EPOCHAL_S3_ACCESS_KEY:-epochal}"
+    assert minio["MINIO_ROOT_PASSWORD"] == code["AWS_SECRET_ACCESS_KEY"] == "${EPOCHAL_S3_SECRET_KEY:-epochal-secret}"
+    chosen = compose({"EPOCHAL_S3_SECRET_KEY": "from-the-host"})["services"]
+    assert service_env(chosen["dagster-code"])["AWS_SECRET_ACCESS_KEY"] == "from-the-host"
+    assert service_env(chosen["spark-worker"])["AWS_SECRET_ACCESS_KEY"] == "from-the-host"
+
+
+# ----------------------------------------------------------------------------- Dockerfile
+
+
+def test_dockerfile_bakes_in_the_jars_of_the_deployed_configuration():
     text = (ROOT / "Dockerfile").read_text()
-    assert "openjdk-17" in text and "python -m state.session --warm" in text
+    assert "openjdk-17" in text and "EPOCHAL_IVY_DIR=/opt/ivy" in text
+    assert "pip install --no-cache-dir '.[deploy]'" in text
+    assert "python -m state.session --warm --config deploy/epochal-compose.yaml" in text
     assert 'ENTRYPOINT ["epochal"]' in text
-    for package in ("config", "state", "pipeline", "orchestration"):
+    for package in ("config", "state", "pipeline", "orchestration", "deploy"):
         assert f"COPY {package} ./{package}" in text
+    settings, _ = pipeline_settings()
+    packages = dict(p.rsplit(":", 1) for p in settings.spark.conf["spark.jars.packages"].split(","))
+    hadoop_aws = packages["org.apache.hadoop:hadoop-aws"]
+    import pyspark
+
+    bundled = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
+    assert [p.name for p in bundled] == [f"hadoop-client-api-{hadoop_aws}.jar"], "hadoop-aws = pyspark's Hadoop"
+    assert packages["com.amazonaws:aws-java-sdk-bundle"] == AWS_SDK_FOR_HADOOP[hadoop_aws]
+
+
+def test_dockerfile_and_deploy_extra_are_in_step_with_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    text = (ROOT / "Dockerfile").read_text()
+    base = re.search(r"^FROM python:(\d+)\.(\d+)-", text, re.M)
+    assert base, "the image starts from an official python:X.Y image"
+    assert f">={base.group(1)}.{base.group(2)}," in project["requires-python"]
+    pins = dict(re.match(r"([A-Za-z0-9_.-]+)==(\S+)", d).groups() for d in project["dependencies"] if "==" in d)
+    import pyspark
+
+    assert pyspark.__version__ == pins["pyspark"]
+    deploy = dict(re.match(r"([A-Za-z0-9_.-]+)==(\S+)", d).groups() for d in project["optional-dependencies"]["deploy"] if "==" in d)
+    major, minor, patch = pins["dagster"].split(".")
+    assert major == "1", "dagster's libraries are numbered 0.(minor+16).patch for dagster 1.x"
+    assert deploy["dagster-postgres"] == f"0.{int(minor) + 16}.{patch}"
+    assert any(d.startswith("s3fs") for d in project["optional-dependencies"]["deploy"])
+    assert "dagster-postgres" not in " ".join(project["optional-dependencies"]["test"]), "make test stays light"
