@@ -34,15 +34,18 @@ def checkpoint_metadata(report) -> dict[str, Any]:
     return meta
 
 
-def stage_metadata(report, stage: str) -> dict[str, Any]:
-    """A stage's asset: its duration; when a checkpoint completed, its state's rows, bytes and tables."""
-    entry = report.stages.get(stage, {})
+def _timed(report, entry: dict[str, Any]) -> dict[str, Any]:
     meta: dict[str, Any] = {"epoch": _num(report.epoch)}
     if "duration_s" in entry:
         meta["duration_s"] = _num(float(entry["duration_s"]))
-    for key in ("state_rows", "state_bytes", "bytes_written"):
-        if key in entry:
-            meta[key] = _num(entry[key])
+    return meta
+
+
+def stage_metadata(report, stage: str) -> dict[str, Any]:
+    """A stage's asset: its duration; when a checkpoint completed, its state's rows, bytes and tables."""
+    entry = report.stages.get(stage, {})
+    meta = _timed(report, entry)
+    meta.update({key: _num(entry[key]) for key in ("state_rows", "state_bytes", "bytes_written") if key in entry})
     for state, path in sorted(entry.get("tables", {}).items()):
         meta[f"state_table/{state}"] = dg.MetadataValue.path(path)
     if report.checkpoint_id is not None:
@@ -51,10 +54,9 @@ def stage_metadata(report, stage: str) -> dict[str, Any]:
 
 
 def sink_metadata(report, sink: str) -> dict[str, Any]:
+    """A sink's asset: its duration and its Delta table."""
     entry = report.sinks.get(sink, {})
-    meta: dict[str, Any] = {"epoch": _num(report.epoch)}
-    if "duration_s" in entry:
-        meta["duration_s"] = _num(float(entry["duration_s"]))
+    meta = _timed(report, entry)
     if "table" in entry:
         meta["table"] = dg.MetadataValue.path(entry["table"])
     return meta

@@ -19,6 +19,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _poll(status, terminal: set[str], deadline_s: float, what: str) -> str:
+    """Poll ``status()`` until it is terminal (a deadline against hanging, not a timing assertion)."""
+    end, last = time.monotonic() + deadline_s, None
+    while time.monotonic() < end:
+        last = status()
+        if last in terminal:
+            return last
+        time.sleep(3)
+    raise AssertionError(f"{what} not finished after {deadline_s}s (status {last})")
+
+
 class GraphQL:
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
@@ -97,13 +108,7 @@ class GraphQL:
         return self("query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }", id=run_id)["runOrError"]["status"]
 
     def wait_run(self, run_id: str, deadline_s: float) -> str:
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            status = self.run_status(run_id)
-            if status in TERMINAL_RUN:
-                return status
-            time.sleep(3)
-        raise AssertionError(f"run {run_id} not finished after {deadline_s}s (status {status})")
+        return _poll(lambda: self.run_status(run_id), TERMINAL_RUN, deadline_s, f"run {run_id}")
 
     def backfill_status(self, backfill_id: str) -> str:
         return self(
@@ -112,13 +117,7 @@ class GraphQL:
         )["partitionBackfillOrError"]["status"]
 
     def wait_backfill(self, backfill_id: str, deadline_s: float) -> str:
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            status = self.backfill_status(backfill_id)
-            if status in TERMINAL_BACKFILL:
-                return status
-            time.sleep(5)
-        raise AssertionError(f"backfill {backfill_id} not finished after {deadline_s}s (status {status})")
+        return _poll(lambda: self.backfill_status(backfill_id), TERMINAL_BACKFILL, deadline_s, f"backfill {backfill_id}")
 
     def runs_with_tag(self, key: str, value: str) -> list[dict]:
         data = self(
