@@ -109,10 +109,13 @@ def _screenshots(url: str) -> None:
         page = browser.new_page(viewport={"width": 1600, "height": 1000})
         page.goto(f"{url}/asset-groups/clickstream/lineage", wait_until="networkidle", timeout=120_000)
         page.get_by_text("sessionize").first.wait_for(timeout=120_000)
+        _dismiss_welcome(page)
         page.wait_for_timeout(2000)  # let the graph layout settle before the picture (not an assertion)
         lineage = IMAGES / "lineage.png"
         page.screenshot(path=str(lineage))
-        page.goto(f"{url}/assets/checkpoint?view=plots", wait_until="networkidle", timeout=120_000)
+        # Dagster 1.13's open-source asset page shows numeric metadata per materialization in its Events view.
+        page.goto(f"{url}/assets/checkpoint?view=events", wait_until="networkidle", timeout=120_000)
+        _dismiss_welcome(page)
         page.get_by_text("bytes_written").first.wait_for(timeout=120_000)
         page.wait_for_timeout(2000)
         plots = IMAGES / "checkpoint-plots.png"
@@ -120,3 +123,14 @@ def _screenshots(url: str) -> None:
         browser.close()
     for image in (lineage, plots):
         assert image.stat().st_size > 10_000, f"{image} looks empty"
+
+
+def _dismiss_welcome(page) -> None:
+    """A fresh instance greets the first visit with a "Join the Dagster community" dialog: skip it."""
+    skip = page.get_by_role("button", name="Skip")
+    try:
+        skip.wait_for(state="visible", timeout=5_000)
+    except Exception:  # noqa: BLE001 - no dialog this time
+        return
+    skip.click()
+    skip.wait_for(state="hidden", timeout=10_000)
