@@ -26,6 +26,7 @@ from config import CheckpointMode, Settings
 from pipeline.dag import Pipeline
 from pipeline.errors import PipelineError, StageError
 from pipeline.faults import crashpoint
+from pipeline.lease import DeploymentLease, leased
 from pipeline.partitions import Partitioning
 from pipeline.progress import ProgressStore
 from pipeline.sinks import DeltaSink
@@ -93,6 +94,7 @@ class Deployment:
         )
         self.storage = self.coordinator.storage
         self.progress = ProgressStore(self.storage)
+        self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock)
         self.shared_root = to_spark_path(self.storage.child("shared"))
         self.parallelism = settings.spark.parallelism
         warehouse = to_spark_path(settings.warehouse)
@@ -126,6 +128,7 @@ class EpochRunner:
 
     # -- public ----------------------------------------------------------------------------
 
+    @leased("run")
     def run(
         self, *, to: str | None = None, from_: str | None = None, now: datetime | None = None, replan: bool = False
     ) -> RunReport:
@@ -180,6 +183,7 @@ class EpochRunner:
 
     # -- one epoch ---------------------------------------------------------------------------
 
+    @leased("run")
     def run_epoch(self, epoch: int, *, replan: bool = False, force_checkpoint: bool = False) -> EpochReport:
         d = self.d
         info = d.partitioning.info(epoch)
@@ -341,6 +345,7 @@ class EpochRunner:
             return
         release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage)
 
+    @leased("restore")
     def restore(self, pointer: str | int | None = None, *, parallelism: int | None = None) -> dict[str, Any]:
         """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
 
@@ -417,6 +422,7 @@ class EpochRunner:
                 view = stage.view(d.context(stage, epoch), output or stage.outputs[0])
             sink.rewind(epoch, view)
 
+    @leased("savepoint")
     def savepoint(self, name: str | None = None) -> dict[str, Any]:
         """Take a savepoint of the state at its current position (a self-contained copy)."""
         d = self.d
