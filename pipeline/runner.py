@@ -395,8 +395,23 @@ class EpochRunner:
                 f"no checkpoint or savepoint before partition {self.d.partitioning.key(epoch)} to restore; "
                 f"backfill from {self.d.partitioning.key(0)} instead"
             )
-        best = max(candidates, key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id)))
-        return self.restore(int(best.checkpoint_id))
+        return self._restore_newest(sorted(candidates, key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id))))
+
+    def _restore_newest(self, candidates: list[CompletedCheckpoint]) -> dict[str, Any]:
+        """Restore the last usable of ``candidates``, skipping broken ones with a warning naming each."""
+        import warnings
+
+        from state.lifecycle.errors import CheckpointNotRestorable, RestoreFallbackWarning
+
+        skipped: list[str] = []
+        for entry in reversed(candidates):
+            try:
+                return self.restore(int(entry.checkpoint_id))
+            except CheckpointNotRestorable as exc:
+                skipped.append(f"checkpoint {int(entry.checkpoint_id)}: {exc.message}")
+                warnings.warn(f"Skipping {skipped[-1]} Trying an older one.", RestoreFallbackWarning, stacklevel=3)
+                log.warning("skipping %s", skipped[-1])
+        raise PipelineError(f"no usable checkpoint or savepoint before the backfill's start ({'; '.join(skipped)})")
 
     def _restore_empty(self) -> dict[str, Any]:
         """Empty state (a backfill from the first partition); the tables keep their history."""
@@ -425,6 +440,10 @@ class EpochRunner:
     @leased("savepoint")
     def savepoint(self, name: str | None = None) -> dict[str, Any]:
         """Take a savepoint of the state at its current position (a self-contained copy)."""
+        from state.checkpoint.storage import validate_name
+
+        if name is not None:
+            validate_name(name)  # before any work: a bad name must not first trigger a restore
         d = self.d
         progress = d.progress.load()
         if not progress.clean:
