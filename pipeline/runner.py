@@ -166,6 +166,8 @@ class EpochRunner:
         last = self._last_epoch(to, now)
         latest = self.d.coordinator.store.latest()
         self._last_checkpoint_epoch = None if latest is None else int(latest.metadata.epoch)
+        if report.restored is not None:  # the state is at the restored epoch, whatever newer checkpoints exist
+            self._last_checkpoint_epoch = report.restored["epoch"]
         for epoch in range(first, last + 1):
             report.epochs.append(self.run_epoch(epoch, replan=replan))
         return report
