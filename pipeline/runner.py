@@ -362,6 +362,7 @@ class EpochRunner:
         )
         self._reset_backends()
         epoch = None if result.started_empty else int(result.epoch)
+        self._drop_checkpoints_after(epoch)
         self._rewind_sinks(epoch)
         self.d.progress.reset(epoch)
         return {
@@ -421,9 +422,24 @@ class EpochRunner:
 
         reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root)
         self._reset_backends()
+        self._drop_checkpoints_after(None)
         self._rewind_sinks(None)
         self.d.progress.reset(None)
         return {"checkpoint_id": None, "kind": None, "epoch": None, "partition": None}
+
+    def _drop_checkpoints_after(self, epoch: int | None) -> None:
+        """Remove retained checkpoints of epochs after the restored one (before the sinks are rewound).
+
+        Rewinding drops the append sinks' rows of those epochs, so restoring such a
+        checkpoint later (a crash before the replay checkpoints again, a skipped
+        checkpoint readable again) would lose them. Savepoints are kept.
+        """
+        store = self.d.coordinator.store
+        for entry in store.all():
+            if not entry.is_savepoint and (epoch is None or int(entry.metadata.epoch) > epoch):
+                log.warning("removing checkpoint %s (epoch %s): the state and the sinks were rewound to %s",
+                            int(entry.checkpoint_id), int(entry.metadata.epoch), epoch)
+                store.remove(int(entry.checkpoint_id))
 
     def _rewind_sinks(self, epoch: int | None) -> None:
         d = self.d
