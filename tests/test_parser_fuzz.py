@@ -155,7 +155,7 @@ def _disagreement(spark: Counter, reference: Counter) -> str:
 def _write_figures(generated: int, total: int, events: int, reasons: Counter, blank: int, size: int) -> None:
     rows = [["hypothesis lines", generated], ["lines parsed (with the hostile files)", total],
             ["events", events], ["quarantined", sum(reasons.values())], ["blank", blank],
-            ["MB parsed", f"{size / MB:.1f}"], ["Spark jobs", 1], ["disagreements with the reference", 0]]
+            ["MB parsed", f"{size / MB:.1f}"], ["parse_landing calls (Spark)", 1], ["disagreements with the reference", 0]]
     seen = ", ".join(f"`{r}` {n}" for r, n in sorted(reasons.items()))
     write_section(
         "parser-fuzz", "Landing parser fuzzing",
