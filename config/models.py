@@ -114,6 +114,13 @@ class CheckpointSettings(_Strict):
         default=0, ge=0, description="Minimum seconds between the end of one checkpoint and the next trigger."
     )
     stats_history: Int = Field(default=1000, ge=1, description="Checkpoints whose statistics are kept.")
+    lease_timeout_s: Float = Field(
+        default=120,
+        gt=0,
+        description="Seconds the lease of a run, restore or savepoint lasts unless renewed (renewed every third of "
+        "it and at every epoch): a crashed holder blocks the deployment at most this long (on the same host, "
+        "not at all).",
+    )
 
     @property
     def effective_savepoints_dir(self) -> str:

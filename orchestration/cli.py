@@ -22,6 +22,17 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document on stdout")
 
 
+def _savepoint_name(text: str) -> str:
+    """Refuse a savepoint name that could leave the savepoints folder, before Spark starts."""
+    from state.checkpoint.errors import InvalidSavepointName
+    from state.checkpoint.storage import validate_name
+
+    try:
+        return validate_name(text)
+    except InvalidSavepointName as exc:
+        raise argparse.ArgumentTypeError(exc.message) from exc
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="epochal", description="Checkpointed, stateful batch-incremental pipelines on Spark and Delta")
     _common(parser)
@@ -44,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(inspect)
 
     savepoint = sub.add_parser("savepoint", help="take a savepoint; prints its path")
-    savepoint.add_argument("--name")
+    savepoint.add_argument("--name", type=_savepoint_name, help="one path segment: letters, digits, '_', '-', '.'")
 
     restore = sub.add_parser("restore", help="restore a checkpoint (latest by default) or a savepoint")
     group = restore.add_mutually_exclusive_group()

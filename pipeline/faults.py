@@ -1,14 +1,21 @@
-"""Named crash points of the epoch protocol, for fault-injection tests.
+"""Crashes on demand, for fault-injection tests: at named points, or at a random instant.
 
-``EPOCHAL_CRASH_AT=<point>[:<epoch>]`` makes the process kill itself with
-SIGKILL when it reaches ``point`` (optionally only at that epoch), as a real
-crash would: no cleanup, no finally blocks, no flushed buffers.
+``EPOCHAL_CRASH_AT=<point>[:<epoch>][@<n>]`` makes the process kill itself
+with SIGKILL when it reaches ``point`` (optionally only at that epoch) for the
+``n``-th time (default 1: ``in_stage:1@2`` is the second stage of epoch 1), as
+a real crash would: no cleanup, no finally blocks, no flushed buffers.
+
+``EPOCHAL_CRASH_AFTER_S=<seconds>`` SIGKILLs the process that many seconds
+after the timer is armed: by :func:`arm_crash_timer`, or else at the first
+crash point reached (the start of the first epoch, or of a savepoint), so the
+instant falls anywhere in the work, not in the JVM's start-up.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 
 POINTS = (
     "after_trigger",
@@ -23,15 +30,37 @@ POINTS = (
     "after_epoch",
 )
 
+_timer: threading.Timer | None = None
+_hits: dict[str, int] = {}
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def arm_crash_timer() -> None:
+    """Start the ``EPOCHAL_CRASH_AFTER_S`` countdown (once per process; a no-op if unset)."""
+    global _timer
+    delay = os.environ.get("EPOCHAL_CRASH_AFTER_S")
+    if not delay or _timer is not None:
+        return
+    _timer = threading.Timer(float(delay), _die)
+    _timer.daemon = True
+    _timer.start()
+
 
 def crashpoint(point: str, epoch: int | None = None) -> None:
     """Die here if the environment asks for it."""
+    arm_crash_timer()
     wanted = os.environ.get("EPOCHAL_CRASH_AT")
     if not wanted:
         return
+    wanted, _, nth = wanted.partition("@")
     name, _, at = wanted.partition(":")
     if name != point:
         return
     if at and epoch is not None and int(at) != epoch:
         return
-    os.kill(os.getpid(), signal.SIGKILL)
+    _hits[wanted] = _hits.get(wanted, 0) + 1
+    if _hits[wanted] >= int(nth or 1):
+        _die()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from pipeline.errors import PipelineError
 from state.checkpoint.storage import CheckpointStorage
 
 PROGRESS_FILE = "progress.json"
@@ -33,8 +34,19 @@ class ProgressStore:
     def load(self) -> Progress:
         if not self._storage.exists(self._path):
             return Progress()
-        data = json.loads(self._storage.read(self._path))
-        return Progress(data.get("last_done_epoch"), data.get("in_progress"))
+        raw = self._storage.read(self._path)
+        try:
+            data = json.loads(raw)
+            progress = Progress(data.get("last_done_epoch"), data.get("in_progress"))
+            if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in asdict(progress).values()):
+                raise ValueError(f"epochs must be null or integers >= 0, got {data}")
+        except (ValueError, AttributeError) as exc:
+            raise PipelineError(
+                f"the run position file {self._path} is corrupt ({type(exc).__name__}: {exc}; {len(raw)} bytes): "
+                "refusing to guess where the state is. Restore a checkpoint or savepoint with `epochal restore`, "
+                "which rewrites it."
+            ) from exc
+        return progress
 
     def save(self, progress: Progress) -> None:
         self._storage.write_atomic(self._path, json.dumps(asdict(progress)).encode())

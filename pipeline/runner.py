@@ -26,6 +26,7 @@ from config import CheckpointMode, Settings
 from pipeline.dag import Pipeline
 from pipeline.errors import PipelineError, StageError
 from pipeline.faults import crashpoint
+from pipeline.lease import DeploymentLease, leased
 from pipeline.partitions import Partitioning
 from pipeline.progress import ProgressStore
 from pipeline.sinks import DeltaSink
@@ -93,6 +94,7 @@ class Deployment:
         )
         self.storage = self.coordinator.storage
         self.progress = ProgressStore(self.storage)
+        self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock)
         self.shared_root = to_spark_path(self.storage.child("shared"))
         self.parallelism = settings.spark.parallelism
         warehouse = to_spark_path(settings.warehouse)
@@ -126,6 +128,7 @@ class EpochRunner:
 
     # -- public ----------------------------------------------------------------------------
 
+    @leased("run")
     def run(
         self, *, to: str | None = None, from_: str | None = None, now: datetime | None = None, replan: bool = False
     ) -> RunReport:
@@ -163,6 +166,8 @@ class EpochRunner:
         last = self._last_epoch(to, now)
         latest = self.d.coordinator.store.latest()
         self._last_checkpoint_epoch = None if latest is None else int(latest.metadata.epoch)
+        if report.restored is not None:  # the state is at the restored epoch, whatever newer checkpoints exist
+            self._last_checkpoint_epoch = report.restored["epoch"]
         for epoch in range(first, last + 1):
             report.epochs.append(self.run_epoch(epoch, replan=replan))
         return report
@@ -180,6 +185,7 @@ class EpochRunner:
 
     # -- one epoch ---------------------------------------------------------------------------
 
+    @leased("run")
     def run_epoch(self, epoch: int, *, replan: bool = False, force_checkpoint: bool = False) -> EpochReport:
         d = self.d
         info = d.partitioning.info(epoch)
@@ -341,6 +347,7 @@ class EpochRunner:
             return
         release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage)
 
+    @leased("restore")
     def restore(self, pointer: str | int | None = None, *, parallelism: int | None = None) -> dict[str, Any]:
         """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
 
@@ -355,6 +362,7 @@ class EpochRunner:
         )
         self._reset_backends()
         epoch = None if result.started_empty else int(result.epoch)
+        self._drop_checkpoints_after(epoch)
         self._rewind_sinks(epoch)
         self.d.progress.reset(epoch)
         return {
@@ -390,8 +398,23 @@ class EpochRunner:
                 f"no checkpoint or savepoint before partition {self.d.partitioning.key(epoch)} to restore; "
                 f"backfill from {self.d.partitioning.key(0)} instead"
             )
-        best = max(candidates, key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id)))
-        return self.restore(int(best.checkpoint_id))
+        return self._restore_newest(sorted(candidates, key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id))))
+
+    def _restore_newest(self, candidates: list[CompletedCheckpoint]) -> dict[str, Any]:
+        """Restore the last usable of ``candidates``, skipping broken ones with a warning naming each."""
+        import warnings
+
+        from state.lifecycle.errors import CheckpointNotRestorable, RestoreFallbackWarning
+
+        skipped: list[str] = []
+        for entry in reversed(candidates):
+            try:
+                return self.restore(int(entry.checkpoint_id))
+            except CheckpointNotRestorable as exc:
+                skipped.append(f"checkpoint {int(entry.checkpoint_id)}: {exc.message}")
+                warnings.warn(f"Skipping {skipped[-1]} Trying an older one.", RestoreFallbackWarning, stacklevel=3)
+                log.warning("skipping %s", skipped[-1])
+        raise PipelineError(f"no usable checkpoint or savepoint before the backfill's start ({'; '.join(skipped)})")
 
     def _restore_empty(self) -> dict[str, Any]:
         """Empty state (a backfill from the first partition); the tables keep their history."""
@@ -399,9 +422,24 @@ class EpochRunner:
 
         reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root)
         self._reset_backends()
+        self._drop_checkpoints_after(None)
         self._rewind_sinks(None)
         self.d.progress.reset(None)
         return {"checkpoint_id": None, "kind": None, "epoch": None, "partition": None}
+
+    def _drop_checkpoints_after(self, epoch: int | None) -> None:
+        """Remove retained checkpoints of epochs after the restored one (before the sinks are rewound).
+
+        Rewinding drops the append sinks' rows of those epochs, so restoring such a
+        checkpoint later (a crash before the replay checkpoints again, a skipped
+        checkpoint readable again) would lose them. Savepoints are kept.
+        """
+        store = self.d.coordinator.store
+        for entry in store.all():
+            if not entry.is_savepoint and (epoch is None or int(entry.metadata.epoch) > epoch):
+                log.warning("removing checkpoint %s (epoch %s): the state and the sinks were rewound to %s",
+                            int(entry.checkpoint_id), int(entry.metadata.epoch), epoch)
+                store.remove(int(entry.checkpoint_id))
 
     def _rewind_sinks(self, epoch: int | None) -> None:
         d = self.d
@@ -417,8 +455,13 @@ class EpochRunner:
                 view = stage.view(d.context(stage, epoch), output or stage.outputs[0])
             sink.rewind(epoch, view)
 
+    @leased("savepoint")
     def savepoint(self, name: str | None = None) -> dict[str, Any]:
         """Take a savepoint of the state at its current position (a self-contained copy)."""
+        from state.checkpoint.storage import validate_name
+
+        if name is not None:
+            validate_name(name)  # before any work: a bad name must not first trigger a restore
         d = self.d
         progress = d.progress.load()
         if not progress.clean:

@@ -81,3 +81,14 @@ def test_concurrent_processes_never_get_the_same_id(tmp_path) -> None:
     assert len(every) == len(set(every)) == processes * per_process
     assert all(ids == sorted(ids) and len(set(ids)) == len(ids) for ids in results)
     assert sorted(every) == list(range(1, processes * per_process + 1))  # claims are contiguous
+
+
+def test_concurrent_threads_on_two_counters_never_get_the_same_id(tmp_path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    counters = [FileIdCounter(str(tmp_path / "ids")), FileIdCounter(str(tmp_path / "ids"))]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        batches = list(pool.map(lambda i: [int(counters[i % 2].next_id()) for _ in range(25)], range(8)))
+    every = [i for batch in batches for i in batch]
+    assert sorted(every) == list(range(1, 201)), "unique and contiguous"
+    assert all(batch == sorted(batch) for batch in batches), "increasing for each caller"

@@ -1,7 +1,9 @@
 """A tiny pipeline for runner tests: JSON lines {key, n} -> running sums per key.
 
-Also runnable as a script (``python tests/toy_pipeline.py CONFIG.yaml TO``) so
-crash tests can kill a real process.
+Also runnable as a script, so crash tests can kill a real process:
+``python tests/toy_pipeline.py CONFIG.yaml TO`` runs up to partition ``TO``;
+``python tests/toy_pipeline.py CONFIG.yaml savepoint NAME`` takes a savepoint.
+The ``EPOCHAL_CRASH_AFTER_S`` timer starts once the deployment is built.
 """
 
 from __future__ import annotations
@@ -86,7 +88,13 @@ if __name__ == "__main__":
     from pipeline.registry import build_deployment
     from pipeline.runner import EpochRunner
 
+    from pipeline.faults import arm_crash_timer
+
     register()
     settings = load_settings(sys.argv[1])
     runner = EpochRunner(build_deployment(settings))
-    runner.run(to=sys.argv[2])
+    arm_crash_timer()
+    if sys.argv[2] == "savepoint":
+        runner.savepoint(sys.argv[3])
+    else:
+        runner.run(to=sys.argv[2])

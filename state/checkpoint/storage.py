@@ -22,6 +22,7 @@ import posixpath
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
@@ -177,6 +178,15 @@ class CheckpointStorage:
     def exists(self, url: str) -> bool:
         fs, path = self._locate(url)
         return bool(fs.exists(path))
+
+    def modified_at(self, url: str) -> datetime | None:
+        """When the file at ``url`` was last written (None if the filesystem does not say)."""
+        fs, path = self._locate(url)
+        try:
+            modified = fs.modified(path)
+        except (NotImplementedError, OSError):
+            return None
+        return modified if modified.tzinfo is not None else modified.replace(tzinfo=timezone.utc)
 
     def list_names(self, url: str) -> list[str]:
         """Base names of the entries directly under ``url`` (empty if it does not exist)."""

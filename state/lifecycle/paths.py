@@ -18,6 +18,7 @@ import posixpath
 
 from state.checkpoint.storage import to_spark_path
 from state.handles import StateHandle
+from state.lifecycle.errors import SnapshotUnavailable
 
 _FS_SCHEMES = {"s3a": "s3", "s3n": "s3", "file": "file", "local": "file"}
 
@@ -77,7 +78,15 @@ def resolve_table_url(handle: StateHandle, metadata_path: str | None) -> str:
     if is_relative(handle.table_path):
         if metadata_path is None:
             raise ValueError(f"handle {handle.key} has the relative path {handle.table_path!r}: pass its metadata path")
-        return join_url(folder_of(metadata_path), handle.table_path)
+        try:
+            return join_url(folder_of(metadata_path), handle.table_path)
+        except ValueError as exc:
+            raise SnapshotUnavailable(
+                f"State {handle.key} of {metadata_path} names the table {handle.table_path!r}, which escapes the "
+                "checkpoint's folder: a copy must lie inside it.",
+                action="restore from another checkpoint or savepoint.",
+                state=handle.key, path=metadata_path,
+            ) from exc
     return to_url(handle.table_path)
 
 

@@ -23,7 +23,9 @@ quarantine rows. The same ``event_id`` twice in one epoch gives two events;
 Validation (see :mod:`reasons` for the order in which checks apply):
 
 - A line must be exactly one JSON value (RFC 8259: no ``NaN``/``Infinity``,
-  no single quotes, no comments, no trailing content), and an object. Fields
+  no single quotes, no comments, no trailing content) within Jackson's read
+  limits (numbers up to 1000 characters, strings up to 20,000,000, nesting up
+  to 999 levels: the exactly-one-value check adds one), and an object. Fields
   other than the five below are ignored (matched case-sensitively); one of the
   five named twice is ``duplicate_field:<f>``. An escaped unpaired surrogate
   (``"\\ud800"``) in a string becomes ``?`` (Spark's strings are UTF-8).

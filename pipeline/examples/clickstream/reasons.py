@@ -5,7 +5,9 @@ gets exactly one reason: the first failing check in this order:
 
 1. ``bad_encoding``: the line is not valid UTF-8 (its ``raw`` is then the
    bytes read as ISO-8859-1, losslessly).
-2. ``not_json``: the line is not exactly one JSON value.
+2. ``not_json``: the line is not exactly one JSON value, or passes Jackson's read
+   limits (a number over 1000 characters, a string over 20,000,000, nesting
+   deeper than 999 levels).
 3. ``not_object``: the JSON value is not an object.
 4. ``duplicate_field:<f>``: the object names one of the five fields
    (``event_id``, ``user_id``, ``event_type``, ``event_time``, ``amount``)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -13,7 +14,14 @@ import fsspec
 from pipeline.examples.clickstream import reasons as R
 from pipeline.examples.clickstream.layout import partition_files
 
+# Jackson's read limits (StreamReadConstraints, Jackson 2.15 in Spark 3.5), which the Spark parser inherits:
+# numbers of at most 1000 characters, strings of at most 20,000,000, nesting at most 1000 levels. Spark wraps
+# each line in one more level to check that it is exactly one value, so a line may nest 999 levels.
 MAX_NUMBER_LENGTH = 1000
+MAX_STRING_LENGTH = 20_000_000
+MAX_DEPTH = 999
+_STRING_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_BRACKET = re.compile(r"[\[\]{}]")
 _BLANK = re.compile(rb"[ \t\n\x0b\x0c\r]*")
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -86,8 +94,45 @@ class _Object(dict):
 
 
 def _load_json(text: str) -> object:
-    """Strict JSON (raises ValueError or RecursionError)."""
-    return json.loads(text, parse_float=_number, parse_int=_number, parse_constant=_constant, object_pairs_hook=_Object)
+    """Strict JSON within Jackson's limits (raises ValueError)."""
+    if _too_deep(text):
+        raise _BadJson(f"nested more than {MAX_DEPTH} levels")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + MAX_DEPTH + 100)  # json's C scanner recurses once per level
+    try:
+        value = json.loads(text, parse_float=_number, parse_int=_number, parse_constant=_constant, object_pairs_hook=_Object)
+    finally:
+        sys.setrecursionlimit(limit)
+    if len(text) > MAX_STRING_LENGTH and _longest_string(value) > MAX_STRING_LENGTH:
+        raise _BadJson(f"a string longer than {MAX_STRING_LENGTH} characters")
+    return value
+
+
+def _too_deep(text: str) -> bool:
+    """True if the brackets outside strings nest more than MAX_DEPTH levels at some point."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for match in _BRACKET.finditer(_STRING_TOKEN.sub('""', text)):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            return True
+    return False
+
+
+def _longest_string(value: object) -> int:
+    """The longest key or string in ``value``, in UTF-16 code units (Java's string length)."""
+    longest, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            longest = max(longest, len(item.encode("utf-16-le", "surrogatepass")) // 2)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return longest
 
 
 def _utf8_string(value: object) -> object:

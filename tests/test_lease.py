@@ -1,0 +1,133 @@
+"""The deployment lease: exclusive, re-entrant, expiring, taken over from dead holders, safe across processes."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+
+from pipeline.errors import ConcurrentRunError
+from pipeline.lease import DeploymentLease, LeaseLost, process_alive
+from state.checkpoint.clock import ManualClock, SystemClock
+from state.checkpoint.storage import CheckpointStorage
+
+TIMEOUT = 60
+
+
+def _lease(storage, clock, **kwargs) -> DeploymentLease:
+    return DeploymentLease(storage, TIMEOUT, clock, heartbeat=False, **kwargs)
+
+
+@pytest.fixture()
+def storage(tmp_path) -> CheckpointStorage:
+    return CheckpointStorage(str(tmp_path / "checkpoints"))
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_one_holder_at_a_time_and_the_error_names_it(storage) -> None:
+    clock = ManualClock()
+    first, second = _lease(storage, clock), _lease(storage, clock)
+    with first.hold("run"):
+        with pytest.raises(ConcurrentRunError) as busy:
+            second.acquire("savepoint")
+        text = str(busy.value)
+        assert first.holder in text and "command 'run'" in text and storage.child("_lease") in text
+        assert "lease_timeout_s (60 s)" in text
+    with second.hold("savepoint") as record:  # released: free at once, no takeover warning
+        assert record.holder == second.holder and record.generation == 2
+    assert storage.list_names(storage.child("_lease")) == ["000000000002.json"], "older generations are deleted"
+
+
+def test_hold_is_reentrant_and_nested_holds_renew(storage) -> None:
+    clock = ManualClock()
+    lease = _lease(storage, clock)
+    with lease.hold("run") as outer:
+        clock.advance(TIMEOUT - 1)
+        with lease.hold("run"):
+            assert lease.current().expires_at == clock.now() + timedelta(seconds=TIMEOUT)
+        assert lease.held, "an inner hold does not release"
+        clock.advance(TIMEOUT - 1)  # past the first expiry, not the renewed one
+        with pytest.raises(ConcurrentRunError):
+            _lease(storage, clock).acquire("run")
+    assert not lease.held and lease.current().released and outer.generation == 1
+
+
+def test_an_expired_lease_is_taken_over_with_a_warning_and_its_holder_stops(storage, caplog) -> None:
+    clock = ManualClock()
+    stalled, other = _lease(storage, clock, host="elsewhere"), _lease(storage, clock)
+    stalled.acquire("run")
+    clock.advance(TIMEOUT)
+    with caplog.at_level(logging.WARNING, logger="epochal.lease"):
+        other.acquire("run")
+    assert any("taking over the stale lease" in r.message and "expired" in r.message and stalled.holder in r.message
+               for r in caplog.records)
+    with pytest.raises(LeaseLost, match="taken over by another process"):
+        stalled.renew()
+    stalled.release()  # leaves the new holder's lease alone
+    assert other.current().holder == other.holder and not other.current().released
+
+
+def test_a_dead_holder_on_this_host_frees_the_lease_at_once_not_on_another_host(storage) -> None:
+    clock, dead = ManualClock(), _dead_pid()
+    assert not process_alive(dead) and process_alive(None)
+    _lease(storage, clock, pid=dead).acquire("run")
+    _lease(storage, clock).acquire("run")  # same host, process gone: no waiting for the expiry
+    remote = _lease(storage, clock, pid=dead, host="another-host")
+    storage.write_atomic(storage.child("_lease", "000000000009.json"), b"")  # newest: an unreadable file
+    with pytest.raises(ConcurrentRunError, match="unreadable"):
+        remote.acquire("run")
+    clock.advance(TIMEOUT + 1)  # the unreadable file is held for one timeout from its last write ...
+    with pytest.raises(ConcurrentRunError):
+        remote.acquire("run")  # ... of the real clock: the manual one is days behind the file's mtime
+    lease = DeploymentLease(storage, 0.001, SystemClock(), heartbeat=False)
+    lease.acquire("run")
+    assert lease.current().generation == 10
+
+
+def test_the_heartbeat_renews_a_held_lease(storage) -> None:
+    lease = DeploymentLease(storage, 0.6, SystemClock())
+    with lease.hold("run") as record:
+        deadline = time.monotonic() + 30
+        while lease.current().expires_at == record.expires_at and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lease.current().expires_at > record.expires_at
+    assert lease.current().released
+
+
+def _contend(url: str, barrier, results, release) -> None:
+    lease = DeploymentLease(CheckpointStorage(url), TIMEOUT, SystemClock(), heartbeat=False)
+    barrier.wait(timeout=60)
+    try:
+        lease.acquire("run")
+    except ConcurrentRunError:
+        results.put("refused")
+        return
+    results.put("held")
+    release.wait(timeout=60)
+    lease.release()
+
+
+def test_processes_racing_for_the_lease_exactly_one_wins(tmp_path) -> None:
+    context = multiprocessing.get_context("spawn")
+    count = 4
+    barrier, results, release = context.Barrier(count), context.Queue(), context.Event()
+    url = str(tmp_path / "checkpoints")
+    workers = [context.Process(target=_contend, args=(url, barrier, results, release)) for _ in range(count)]
+    for worker in workers:
+        worker.start()
+    outcomes = sorted(results.get(timeout=120) for _ in workers)
+    release.set()
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    assert outcomes == ["held"] + ["refused"] * (count - 1)

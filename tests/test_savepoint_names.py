@@ -1,0 +1,41 @@
+"""Savepoint names and paths cannot leave their folder: the coordinator, the runner and the CLI refuse them."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestration.cli import main
+from state.checkpoint import ManualClock
+from state.checkpoint.errors import InvalidSavepointName
+from state.checkpoint.factory import create_in_memory_coordinator
+from state.checkpoint.storage import CheckpointStorage
+from config.models import CheckpointSettings
+
+ESCAPES = ["../x", "..", ".", "/etc/passwd", "a/b", "a\\b", "", " x", "x\x00", "s3://bucket/x", "file:///tmp/x",
+           "~/x", "x/../../y", "-rf", "a" * 129, "\u00e9t\u00e9"]
+
+
+@pytest.mark.parametrize("name", ESCAPES, ids=repr)
+def test_the_coordinator_refuses_names_that_are_not_one_safe_segment(name) -> None:
+    coordinator = create_in_memory_coordinator(CheckpointSettings(), clock=ManualClock())
+    with pytest.raises(InvalidSavepointName, match="Invalid savepoint name") as caught:
+        coordinator.trigger_savepoint(0, ["stage:x"], {}, name=name)
+    assert repr(name) in str(caught.value)
+    assert not coordinator.pending_checkpoints()
+
+
+@pytest.mark.parametrize("name", ["../x", "/abs", "a/b", "s3://b/x"])
+def test_storage_never_builds_a_path_outside_the_savepoints_folder(tmp_path, name) -> None:
+    storage = CheckpointStorage(str(tmp_path / "checkpoints"))
+    with pytest.raises(InvalidSavepointName):
+        storage.savepoint_dir(name)
+    assert storage.savepoint_dir("ok-1.v2").endswith("/checkpoints/savepoints/ok-1.v2")
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "/abs", "s3://b/x"])
+def test_the_cli_refuses_a_bad_name_before_starting_spark(name, capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["savepoint", "--name", name, "--config", "/nonexistent.yaml"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --name" in err and "Invalid savepoint name" in err and "nonexistent" not in err
