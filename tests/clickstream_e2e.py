@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.examples.clickstream import reference as ref
-from test_cli_clickstream import _frame, _same
+from clickstream_check import _frame, _same
 
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))
 SINKS = ("user_totals", "hourly_revenue", "sessions", "late_events", "quarantine")
