@@ -1,5 +1,5 @@
 # Quick start: `make demo` and `make test`. Each target does its own set-up on a
-# fresh machine: a virtualenv, the pinned packages, and the Delta jars resolved
+# fresh machine: a virtualenv, the pinned packages, and the Delta and S3A jars resolved
 # from Maven Central by Spark itself (spark.jars.packages) into the Ivy cache.
 PYTHON ?= python3.11
 VENV   ?= .venv

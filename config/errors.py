@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -47,7 +48,7 @@ class ConfigIssue:
             return f"{where}: {self.message}"
         if self.value is _MISSING:
             return f"{where}: {self.key}: {self.message}"
-        return f"{where}: {self.key} = {show_value(self.value)}: {self.message}"
+        return f"{where}: {self.key} = {show_value(redact(self.key, self.value))}: {self.message}"
 
 
 class ConfigError(Exception):
@@ -103,6 +104,22 @@ class ConfigError(Exception):
 
 
 # --------------------------------------------------------------------------- values
+
+
+# Keys whose values are never shown (Spark's own spark.redaction.regex, plus "access_key").
+SECRET_KEY = re.compile(r"(?i)secret|password|token|access[._-]?key|credential")
+REDACTED = "*********(redacted)"
+
+
+def redact(key: str | None, value: Any) -> Any:
+    """``value`` with secrets hidden: all of it under a secret-looking key, else such entries of a mapping."""
+    if value is _MISSING:
+        return value
+    if key is not None and SECRET_KEY.search(key):
+        return REDACTED
+    if isinstance(value, dict):
+        return {k: redact(str(k), v) for k, v in value.items()}
+    return value
 
 
 def show_value(value: Any, limit: int = 80) -> str:

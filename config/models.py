@@ -208,6 +208,11 @@ class Settings(_Strict):
                 updates[tuple(key.split("."))] = resolve_path(value, per_key.get(key, base))
         return _with_updates(self, updates)
 
+    def storage_locations(self) -> tuple[str, ...]:
+        """Where data lives: landing, warehouse, checkpoints and (when set) savepoints."""
+        locations = (self.landing, self.warehouse, self.checkpoints.dir, self.checkpoints.savepoints_dir)
+        return tuple(location for location in locations if location)
+
     def get(self, key: str) -> Any:
         """The value at a dotted key such as ``checkpoints.retain``; KeyError if there is none."""
         node: Any = self

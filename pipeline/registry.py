@@ -34,5 +34,5 @@ def build_deployment(settings: Settings, spark=None, *, clock=None):
     from state.session import build_spark_session
 
     pipeline = build_pipeline(settings)
-    spark = spark or build_spark_session(settings.spark)
+    spark = spark or build_spark_session(settings.spark, locations=settings.storage_locations())
     return Deployment(settings, spark, pipeline, clock=clock)

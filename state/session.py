@@ -2,8 +2,10 @@
 
 Delta's jars are resolved the way Spark does it: ``spark.jars.packages`` (set
 up by delta's own pip helper) fetches them from Maven Central through Ivy into
-the local Ivy cache, once. ``python -m state.session --warm`` does that ahead
-of time (the Makefile's set-up step).
+the local Ivy cache, once. A deployment with a location on S3 adds Hadoop's
+S3A connector the same way (``state.objectstore``). ``python -m state.session
+--warm`` resolves both ahead of time (the Makefile's set-up step), so neither
+a test nor a run downloads jars.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Mapping, Sequence
 
 from config import SparkSettings
+from state.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -21,6 +25,12 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 def _is_local(master: str) -> bool:
     return master.startswith("local")
+
+
+def _on_loopback(master: str) -> bool:
+    """A local master, or a standalone master on this machine's loopback (``spark://127.0.0.1:7077``)."""
+    host = master.split("://", 1)[-1].rsplit(":", 1)[0]
+    return _is_local(master) or (master.startswith("spark://") and host in ("127.0.0.1", "localhost"))
 
 
 def _local_cores(master: str) -> int:
@@ -33,8 +43,14 @@ def _local_cores(master: str) -> int:
         return os.cpu_count() or 1
 
 
-def spark_conf(settings: SparkSettings, *, app_name: str = "epochal") -> dict[str, str]:
-    """The full Spark configuration epochal runs with (pure: testable without a JVM)."""
+def spark_conf(
+    settings: SparkSettings, *, app_name: str = "epochal", locations: Sequence[str] = (), environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The full Spark configuration epochal runs with (pure: testable without a JVM).
+
+    ``locations`` are the deployment's storage roots: one on S3 adds the S3A
+    settings derived from ``environ`` (endpoint, region; never credentials).
+    """
     cores = _local_cores(settings.master) if _is_local(settings.master) else settings.parallelism
     shuffle = settings.shuffle_partitions or max(settings.parallelism, cores)
     conf = {
@@ -61,9 +77,11 @@ def spark_conf(settings: SparkSettings, *, app_name: str = "epochal") -> dict[st
         # MapState puts: a later entry for the same map key wins.
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
     }
-    if _is_local(settings.master):
+    if _on_loopback(settings.master):
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
+    if uses_s3(locations):
+        conf.update(s3a_conf(os.environ if environ is None else environ))
     ivy = os.environ.get("EPOCHAL_IVY_DIR")
     if ivy:
         conf["spark.jars.ivy"] = ivy
@@ -89,17 +107,24 @@ def _jvm_stdout_to_stderr():
         os.close(saved)
 
 
-def build_spark_session(settings: SparkSettings | None = None, *, app_name: str = "epochal"):
-    """Return the process's SparkSession with Delta configured (created once per JVM)."""
+def build_spark_session(
+    settings: SparkSettings | None = None, *, app_name: str = "epochal", locations: Sequence[str] = ()
+):
+    """Return the process's SparkSession with Delta configured (created once per JVM).
+
+    ``locations`` (landing, warehouse, checkpoints...) decide the extra jars:
+    the S3A connector when one of them is on S3.
+    """
     from delta import configure_spark_with_delta_pip
     from pyspark.sql import SparkSession
 
     settings = settings or SparkSettings()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    for key, value in spark_conf(settings, app_name=app_name).items():
+    for key, value in spark_conf(settings, app_name=app_name, locations=locations).items():
         builder = builder.config(key, value)
     extra = [p for p in settings.conf.get("spark.jars.packages", "").split(",") if p]
+    extra += [p for p in spark_packages(locations) if p not in extra]
     with _jvm_stdout_to_stderr():
         spark = configure_spark_with_delta_pip(builder, extra_packages=extra).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("EPOCHAL_SPARK_LOG_LEVEL", "ERROR"))
@@ -107,34 +132,34 @@ def build_spark_session(settings: SparkSettings | None = None, *, app_name: str 
 
 
 def _warm(config_path: str | None = None) -> int:
-    """Resolve and cache the Delta jars, then prove Delta works with a tiny table.
+    """Resolve and cache the Delta and S3A jars, then prove Delta works with a tiny table.
 
     With ``config_path``, the extra packages of that configuration's
-    ``spark.conf["spark.jars.packages"]`` (S3's hadoop-aws, say) are resolved too,
-    so that a session built from that configuration later finds every jar cached.
+    ``spark.conf["spark.jars.packages"]`` are resolved too, so that a session
+    built from that configuration later finds every jar cached.
     """
     import tempfile
 
-    conf: dict[str, str] = {}
+    packages = list(S3A_PACKAGES)
     if config_path:
         from config import load_settings
 
-        packages = load_settings(config_path, env={}).spark.conf.get("spark.jars.packages")
-        if packages:
-            conf["spark.jars.packages"] = str(packages)
+        configured = load_settings(config_path, env={}).spark.conf.get("spark.jars.packages", "")
+        packages += [p for p in str(configured).split(",") if p and p not in packages]
+    conf = {"spark.jars.packages": ",".join(packages)}
     spark = build_spark_session(SparkSettings(master="local[1]", conf=conf), app_name="epochal-warm")
+    spark._jvm.org.apache.spark.util.Utils.classForName("org.apache.hadoop.fs.s3a.S3AFileSystem", True, False)
     with tempfile.TemporaryDirectory() as tmp:
         spark.range(3).write.format("delta").save(f"{tmp}/t")
         rows = spark.read.format("delta").load(f"{tmp}/t").count()
     spark.stop()
-    extra = f", with {conf['spark.jars.packages']}" if conf else ""
-    print(f"Delta ready (spark {spark.version}{extra}, {rows} rows read back)", file=sys.stderr)
+    print(f"Delta ready (spark {spark.version}, with {conf['spark.jars.packages']}, {rows} rows read back)", file=sys.stderr)
     return 0 if rows == 3 else 1
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--warm", action="store_true", help="resolve the Delta jars and check Delta works")
+    parser.add_argument("--warm", action="store_true", help="resolve the Delta and S3A jars and check Delta works")
     parser.add_argument(
         "--config", metavar="PATH", default=None,
         help="with --warm: also resolve the spark.jars.packages of this configuration's spark.conf",

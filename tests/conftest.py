@@ -24,3 +24,27 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone cluster on loopback: a master and two workers of 1 core and 1g each."""
+    from spark_cluster import StandaloneCluster
+
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, worker_cores=1, worker_memory="1g")
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """An S3-compatible server on loopback (moto's server in its own process); yields its endpoint URL."""
+    from s3_server import MotoServer
+
+    server = MotoServer(tmp_path_factory.mktemp("moto"))
+    try:
+        yield server.start()
+    finally:
+        server.stop()

@@ -434,5 +434,5 @@ def test_dockerfile_and_deploy_extra_are_in_step_with_pyproject():
     major, minor, patch = pins["dagster"].split(".")
     assert major == "1", "dagster's libraries are numbered 0.(minor+16).patch for dagster 1.x"
     assert deploy["dagster-postgres"] == f"0.{int(minor) + 16}.{patch}"
-    assert any(d.startswith("s3fs") for d in project["optional-dependencies"]["deploy"])
+    assert any(d.startswith("s3fs") for d in project["dependencies"]), "s3:// checkpoints work in every install"
     assert "dagster-postgres" not in " ".join(project["optional-dependencies"]["test"]), "make test stays light"
