@@ -149,7 +149,7 @@ class KeyedStateBackend:
         create_table(self.spark, path, keyed_table_schema(descriptor), self._properties(descriptor))
 
     def _check_existing(self, descriptor: KeyedStateDescriptor, path: str) -> None:
-        props = delta_io.table_detail(self.spark, path).properties
+        props = delta_io.table_properties(path)
         recorded = props.get(PROP_MAX_PARALLELISM)
         if recorded is not None and int(recorded) != self.max_parallelism:
             raise MaxParallelismMismatch(
@@ -422,20 +422,26 @@ def snapshot_table(
     spark, path: str, *, stage: str, state: str, kind: StateKind, state_type: str,
     max_parallelism: int | None, parallelism: int | None,
 ) -> StateHandle:
-    """Describe the current version of a state table as a :class:`StateHandle`."""
-    detail = delta_io.table_detail(spark, path)
-    df = delta_io.read_version(spark, path, detail.version)
+    """Describe the current version of a state table as a :class:`StateHandle`.
+
+    Metadata only: the Delta log gives the version, bytes, rows (file statistics) and
+    schema; rows are counted with Spark only when some file has no statistics.
+    """
+    summary = delta_io.table_summary(path)
+    rows = summary.rows
+    if rows is None:
+        rows = delta_io.read_version(spark, path, summary.version).count()
     return StateHandle(
         stage=stage,
         state=state,
         kind=kind,
         state_type=state_type,
         table_path=path,
-        version=detail.version,
-        rows=df.count(),
-        bytes_total=detail.bytes_total,
-        bytes_added=delta_io.bytes_added(path, detail.version),
-        schema_json=df.schema.json(),
+        version=summary.version,
+        rows=rows,
+        bytes_total=summary.bytes_total,
+        bytes_added=delta_io.bytes_added(path, summary.version),
+        schema_json=summary.schema_json,
         max_parallelism=max_parallelism,
         parallelism=parallelism,
     )
