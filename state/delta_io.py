@@ -104,6 +104,42 @@ def table_detail(spark, path: str) -> TableDetail:
     )
 
 
+@dataclass(frozen=True)
+class TableSummary:
+    """What a checkpoint handle records about a table version, read from the Delta log alone."""
+
+    version: int
+    bytes_total: int
+    rows: int | None  # None: some file has no statistics (count the rows with Spark)
+    schema_json: str  # Spark's JSON form of the table schema
+    properties: dict[str, str]
+
+
+def table_summary(path: str, version: int | None = None) -> TableSummary:
+    """Version (the latest when None), live bytes and rows, schema and properties: no Spark job.
+
+    The log is replayed with fsspec (:class:`state.lifecycle.deltalog.DeltaLog`); rows come
+    from the files' ``numRecords`` statistics minus the rows their deletion vectors delete.
+    """
+    from pyspark.sql import types as T
+
+    from state.lifecycle.deltalog import DeltaLog
+
+    table = DeltaLog(path)
+    if version is None:
+        version = table.latest_version()
+        if version is None:
+            raise FileNotFoundError(f"no Delta table at {path}")
+    snapshot = table.snapshot(version)
+    schema = T.StructType.fromJson(json.loads(snapshot.schema_json)).json()
+    return TableSummary(version, snapshot.bytes_total, snapshot.rows, schema, dict(snapshot.configuration))
+
+
+def table_properties(path: str) -> dict[str, str]:
+    """The latest table properties, from the Delta log (no Spark job)."""
+    return table_summary(path).properties
+
+
 def current_version(spark, path: str) -> int:
     return int(_jvm_snapshot(spark, path)[1].version())
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -48,6 +49,7 @@ PROP_STATE_TYPE = "epochal.stateType"
 PROP_VALUE_TYPE = "epochal.valueType"
 PROP_KEY_TYPE = "epochal.keyType"
 _DELETE = "__epochal_delete"
+_SEVERAL_VALUES = "several new values for one key"
 EPOCH_ZERO = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -147,7 +149,7 @@ class KeyedStateBackend:
         create_table(self.spark, path, keyed_table_schema(descriptor), self._properties(descriptor))
 
     def _check_existing(self, descriptor: KeyedStateDescriptor, path: str) -> None:
-        props = delta_io.table_detail(self.spark, path).properties
+        props = delta_io.table_properties(path)
         recorded = props.get(PROP_MAX_PARALLELISM)
         if recorded is not None and int(recorded) != self.max_parallelism:
             raise MaxParallelismMismatch(
@@ -225,23 +227,31 @@ class KeyedStateBackend:
         """Set the value of each key in ``updates`` (columns key, [namespace], value).
 
         A null value clears the key. Rows whose value equals the stored one are not
-        rewritten (unless TTL must be refreshed). At most one row per key and namespace.
+        rewritten (unless TTL must be refreshed). At most one row per key and namespace:
+        several are refused (checked inside the MERGE's own job, no extra Spark job).
         """
         self._require_columns(descriptor, updates, ("key", "value"))
         df = self._normalise(descriptor, updates, F.col("value"))
         df = df.withColumn(_DELETE, F.col(_DELETE) | F.col("value").isNull())
-        self._refuse_duplicate_keys(descriptor, df)
-        self._merge(descriptor, df)
+        self._merge(descriptor, self._refuse_duplicate_keys(descriptor, df))
 
-    def _refuse_duplicate_keys(self, descriptor: KeyedStateDescriptor, df: DataFrame) -> None:
-        duplicated = df.groupBy("key", "namespace").count().where(F.col("count") > 1).limit(1).collect()
-        if duplicated:
-            raise StateSchemaError(
-                f"writing state {self.stage}/{descriptor.name} at epoch {self.context.epoch}: several new values "
-                f"for one key (key {duplicated[0]['key']!r}, namespace {duplicated[0]['namespace']!r})",
-                action="give at most one row per key and namespace to update()",
-                state=descriptor.name,
-            )
+    def _duplicate_message(self, descriptor: KeyedStateDescriptor) -> str:
+        return f"writing state {self.stage}/{descriptor.name} at epoch {self.context.epoch}: {_SEVERAL_VALUES}"
+
+    def _refuse_duplicate_keys(self, descriptor: KeyedStateDescriptor, df: DataFrame) -> DataFrame:
+        """``df`` that fails, when evaluated, if it holds several rows for one key and namespace.
+
+        The check is a window count evaluated with the rows (Spark's ``raise_error``), so it
+        costs no job of its own; :meth:`_merge` turns the failure into :class:`StateSchemaError`.
+        """
+        count = F.count(F.lit(1)).over(Window.partitionBy("key", "namespace"))
+        message = F.concat(
+            F.lit(self._duplicate_message(descriptor) + " (key "), _quoted(F.col("key")),
+            F.lit(", namespace "), _quoted(F.col("namespace")), F.lit(")"),
+        )
+        # Folded into a column the MERGE reads, so that the optimizer cannot prune it away.
+        guarded = F.coalesce(F.when(count > 1, F.raise_error(message)).cast("boolean"), F.col(_DELETE))
+        return df.withColumn(_DELETE, guarded)
 
     def clear(self, descriptor: KeyedStateDescriptor, keys: DataFrame) -> None:
         """Remove the state of each key (columns key, [namespace])."""
@@ -375,10 +385,12 @@ class KeyedStateBackend:
             merge = merge.whenNotMatchedBySourceDelete(condition=expired)
         try:
             merge.execute()
-        except Exception as exc:  # noqa: BLE001 - translate Delta's duplicate-source error
-            if "MULTIPLE_SOURCE_ROW" in str(exc) or "multiple source rows" in str(exc).lower():
+        except Exception as exc:  # noqa: BLE001 - translate the duplicate-key errors (ours and Delta's)
+            text = str(exc)
+            ours = re.search(re.escape(self._duplicate_message(descriptor)) + r" \(key .*?, namespace .*?\)", text)
+            if ours or "MULTIPLE_SOURCE_ROW" in text or "multiple source rows" in text.lower():
                 raise StateSchemaError(
-                    f"writing state {self.stage}/{descriptor.name} at epoch {ctx.epoch}: several new values for one key",
+                    ours.group(0) if ours else self._duplicate_message(descriptor),
                     action="give at most one row per key and namespace to update()",
                     state=descriptor.name,
                 ) from exc
@@ -410,20 +422,26 @@ def snapshot_table(
     spark, path: str, *, stage: str, state: str, kind: StateKind, state_type: str,
     max_parallelism: int | None, parallelism: int | None,
 ) -> StateHandle:
-    """Describe the current version of a state table as a :class:`StateHandle`."""
-    detail = delta_io.table_detail(spark, path)
-    df = delta_io.read_version(spark, path, detail.version)
+    """Describe the current version of a state table as a :class:`StateHandle`.
+
+    Metadata only: the Delta log gives the version, bytes, rows (file statistics) and
+    schema; rows are counted with Spark only when some file has no statistics.
+    """
+    summary = delta_io.table_summary(path)
+    rows = summary.rows
+    if rows is None:
+        rows = delta_io.read_version(spark, path, summary.version).count()
     return StateHandle(
         stage=stage,
         state=state,
         kind=kind,
         state_type=state_type,
         table_path=path,
-        version=detail.version,
-        rows=df.count(),
-        bytes_total=detail.bytes_total,
-        bytes_added=delta_io.bytes_added(path, detail.version),
-        schema_json=df.schema.json(),
+        version=summary.version,
+        rows=rows,
+        bytes_total=summary.bytes_total,
+        bytes_added=delta_io.bytes_added(path, summary.version),
+        schema_json=summary.schema_json,
         max_parallelism=max_parallelism,
         parallelism=parallelism,
     )
@@ -475,6 +493,11 @@ def _same_path(a: str, b: str) -> bool:
         return p[len("file://"):] if p.startswith("file://") else p
 
     return norm(a) == norm(b)
+
+
+def _quoted(col: Column) -> Column:
+    """``'text'`` of a key or namespace for error messages (``null`` when null)."""
+    return F.coalesce(F.concat(F.lit("'"), col.cast("string"), F.lit("'")), F.lit("null"))
 
 
 def stored_value_type(handle: StateHandle) -> T.DataType:

@@ -78,7 +78,7 @@ class OperatorStateBackend:
             }
             create_table(self.spark, path, operator_table_schema(descriptor), props)
         else:
-            recorded = delta_io.table_detail(self.spark, path).properties.get(PROP_MODE)
+            recorded = delta_io.table_properties(path).get(PROP_MODE)
             if recorded is not None:
                 self._check_mode(descriptor, recorded)
         self._opened[path] = descriptor.mode.value

@@ -88,6 +88,8 @@ class LiveFile:
     path: str  # table-relative, or an absolute URL outside the table
     size: int
     dv_path: str | None = None
+    #: Live rows (``numRecords`` of its stats minus the rows its deletion vector deletes); None without stats.
+    records: int | None = field(default=None, compare=False)
 
     @property
     def physical(self) -> tuple[str, ...]:
@@ -113,6 +115,12 @@ class VersionSnapshot:
         return sum(f.size for f in self.files)
 
     @property
+    def rows(self) -> int | None:
+        """Live rows, from the files' statistics (None when a file has none)."""
+        counts = [f.records for f in self.files]
+        return None if any(c is None for c in counts) else sum(counts)  # type: ignore[arg-type]
+
+    @property
     def schema(self):
         from pyspark.sql import types as T
 
@@ -130,7 +138,9 @@ class _Replay:
     def add(self, action: Mapping[str, Any]) -> None:
         path = self._path(action["path"])
         dv = action.get("deletionVector")
-        self.live[(path, _dv_id(dv))] = LiveFile(path, int(action.get("size") or 0), self._relative(dv_file(dv)))
+        self.live[(path, _dv_id(dv))] = LiveFile(
+            path, int(action.get("size") or 0), self._relative(dv_file(dv)), _live_records(action, dv)
+        )
 
     def remove(self, action: Mapping[str, Any]) -> None:
         self.live.pop((self._path(action["path"]), _dv_id(action.get("deletionVector"))), None)
@@ -171,6 +181,20 @@ class _Replay:
         return path
 
 
+def _live_records(add: Mapping[str, Any], dv: Mapping[str, Any] | None) -> int | None:
+    """Rows a file holds that its deletion vector does not delete, from the ``add`` action's stats."""
+    stats = add.get("stats")
+    if not stats:
+        return None
+    try:
+        records = json.loads(stats).get("numRecords")
+    except (TypeError, ValueError):
+        return None
+    if records is None:
+        return None
+    return int(records) - int((dv or {}).get("cardinality") or 0)
+
+
 def _as_dict(value: Any) -> dict[str, str]:
     """A map read from JSON (a dict) or from parquet by pyarrow (a list of pairs)."""
     if value is None:
@@ -192,6 +216,7 @@ class DeltaLog:
     # -- listing ---------------------------------------------------------------------------
 
     def _log_names(self) -> list[str]:
+        self._fs.invalidate_cache(self._log)  # object stores cache listings; the log grows under us
         try:
             return [posixpath.basename(str(p).rstrip("/")) for p in self._fs.ls(self._log, detail=False)]
         except FileNotFoundError:
