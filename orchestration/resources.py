@@ -40,10 +40,11 @@ class SparkResource(dg.ConfigurableResource):
             {name: getattr(self, name) for name in SparkSettings.model_fields}
         )
 
-    def session(self):
+    def session(self, locations: tuple[str, ...] = ()):
+        """The session; ``locations`` on S3 add the S3A connector (see ``state.objectstore``)."""
         from state.session import build_spark_session
 
-        return build_spark_session(self.settings())
+        return build_spark_session(self.settings(), locations=locations)
 
 
 class CheckpointStorageResource(dg.ConfigurableResource):
@@ -103,4 +104,4 @@ class EpochalResource(dg.ConfigurableResource):
         from pipeline.runner import EpochRunner
 
         settings = self.settings()
-        return EpochRunner(build_deployment(settings, self.spark.session()))
+        return EpochRunner(build_deployment(settings, self.spark.session(tuple(settings.storage_locations()))))
