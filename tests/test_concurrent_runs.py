@@ -92,7 +92,7 @@ def test_a_second_epochal_run_exits_non_zero_naming_the_holder(spark, tmp_path):
     write_section(
         "concurrency", "Concurrent runs",
         "While one process holds the deployment's lease, a second `epochal run` on the same configuration exits "
-        f"with status {second.returncode} before touching anything, printing:\n\n```\n{errors[0]}\n```\n\n"
+        f"with status {second.returncode} before touching anything, printing:\n\n```text\n{errors[0]}\n```\n\n"
         + markdown_table(["attempt during a run", "outcome"], [
             ["`epochal run` (another process)", f"exit {second.returncode}, one line on stderr, nothing written"],
             ["savepoint, run, restore from another deployment object", "`ConcurrentRunError` naming the holder"],

@@ -374,7 +374,12 @@ def test_pipeline_configuration_agrees_with_the_services():
     assert conf["spark.driver.bindAddress"] == "0.0.0.0"
     from state.session import spark_conf
 
-    assert "spark.driver.host" not in spark_conf(settings.spark), "nothing overrides it for a cluster master"
+    # what the code server's sessions get, S3A settings derived from its environment included
+    effective = spark_conf(settings.spark, locations=tuple(settings.storage_locations()), environ=env)
+    assert "spark.driver.host" not in effective, "nothing overrides it for a cluster master"
+    assert effective["spark.hadoop.fs.s3a.endpoint"] == env["FSSPEC_S3_ENDPOINT_URL"]
+    assert effective["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert effective["spark.hadoop.fs.s3a.path.style.access"] == "true"
 
     assert settings.dagster.webserver_port == int(option(argv(services["dagster-webserver"]), "-p", "--port"))
     sample = argv(services["sample-data"])
@@ -418,6 +423,9 @@ def test_dockerfile_bakes_in_the_jars_of_the_deployed_configuration():
     bundled = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
     assert [p.name for p in bundled] == [f"hadoop-client-api-{hadoop_aws}.jar"], "hadoop-aws = pyspark's Hadoop"
     assert packages["com.amazonaws:aws-java-sdk-bundle"] == AWS_SDK_FOR_HADOOP[hadoop_aws]
+    from state.objectstore import S3A_PACKAGES
+
+    assert sorted(settings.spark.conf["spark.jars.packages"].split(",")) == sorted(S3A_PACKAGES)
 
 
 def test_dockerfile_and_deploy_extra_are_in_step_with_pyproject():
