@@ -168,6 +168,10 @@ class EpochRunner:
         self._last_checkpoint_epoch = None if latest is None else int(latest.metadata.epoch)
         if report.restored is not None:  # the state is at the restored epoch, whatever newer checkpoints exist
             self._last_checkpoint_epoch = report.restored["epoch"]
+        elif self._last_checkpoint_epoch is not None and (first - 1) < self._last_checkpoint_epoch:
+            # A savepoint (or checkpoint) ahead of the state, after a restore by another process:
+            # the interval counts from the state's position.
+            self._last_checkpoint_epoch = first - 1
         for epoch in range(first, last + 1):
             report.epochs.append(self.run_epoch(epoch, replan=replan))
         return report
