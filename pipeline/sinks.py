@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 from pipeline.stage import SinkMode, SinkSpec
 from state import delta_io
 from state.handles import StateHandle, StateKind
-from state.keyed import create_table, snapshot_table
+from state.tables import create_table, snapshot_table
 
 EPOCH_COLUMN = "epoch"
 

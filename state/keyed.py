@@ -39,8 +39,9 @@ from state.descriptors import (
     MapStateDescriptor,
     ReducingStateDescriptor,
 )
-from state.errors import MaxParallelismMismatch, StateSchemaError, StateTableNotFound
+from state.errors import MaxParallelismMismatch, StateSchemaError
 from state.handles import StateHandle, StateKind
+from state.tables import create_table, restore_table, snapshot_table
 from state.keygroups import DEFAULT_MAX_PARALLELISM, check_parallelism, key_group_col, subtask_col
 
 VOID_NAMESPACE = ""
@@ -416,83 +417,6 @@ class KeyedStateBackend:
         restore_table(self.spark, self.table_path(descriptor), handle)
         self._opened.discard(self.table_path(descriptor))
         self.open(descriptor)
-
-
-def snapshot_table(
-    spark, path: str, *, stage: str, state: str, kind: StateKind, state_type: str,
-    max_parallelism: int | None, parallelism: int | None,
-) -> StateHandle:
-    """Describe the current version of a state table as a :class:`StateHandle`.
-
-    Metadata only: the Delta log gives the version, bytes, rows (file statistics) and
-    schema; rows are counted with Spark only when some file has no statistics.
-    """
-    summary = delta_io.table_summary(path)
-    rows = summary.rows
-    if rows is None:
-        rows = delta_io.read_version(spark, path, summary.version).count()
-    return StateHandle(
-        stage=stage,
-        state=state,
-        kind=kind,
-        state_type=state_type,
-        table_path=path,
-        version=summary.version,
-        rows=rows,
-        bytes_total=summary.bytes_total,
-        bytes_added=delta_io.bytes_added(path, summary.version),
-        schema_json=summary.schema_json,
-        max_parallelism=max_parallelism,
-        parallelism=parallelism,
-    )
-
-
-def restore_table(spark, working_path: str, handle: StateHandle) -> None:
-    """Make ``working_path`` hold what ``handle`` names.
-
-    A handle on the working table itself is restored with Delta's RESTORE (a new
-    version that re-adds the old files: metadata only). A handle on another table
-    (a savepoint's self-contained copy) is copied over the working table.
-    """
-    from delta.tables import DeltaTable
-
-    if not delta_io.is_delta_table(handle.table_path):
-        raise StateTableNotFound(
-            f"state table of {handle.key} is missing at {handle.table_path}",
-            action="restore from another checkpoint or savepoint",
-            path=handle.table_path,
-        )
-    if _same_path(handle.table_path, working_path) and delta_io.is_delta_table(working_path):
-        if delta_io.current_version(spark, working_path) != handle.version:
-            DeltaTable.forPath(spark, working_path).restoreToVersion(handle.version)
-        return
-    source = delta_io.read_version(spark, handle.table_path, handle.version)
-    props = delta_io.table_detail(spark, handle.table_path).properties
-    writer = source.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-    writer.save(working_path)
-    epochal_props = {k: v for k, v in props.items() if k.startswith(("epochal.", "delta."))}
-    if epochal_props:
-        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in epochal_props.items())
-        spark.sql(f"ALTER TABLE delta.`{working_path}` SET TBLPROPERTIES ({assignments})")
-
-
-def create_table(spark, path: str, schema: T.StructType, properties: dict[str, str]) -> None:
-    """Create an empty Delta table with its properties in one commit (version 0)."""
-    from delta.tables import DeltaTable
-
-    location = path[len("file://"):] if path.startswith("file:///") else path  # Delta qualifies it itself
-    builder = DeltaTable.createIfNotExists(spark).location(location).addColumns(schema)
-    for key, value in properties.items():
-        builder = builder.property(key, value)
-    builder.execute()
-
-
-def _same_path(a: str, b: str) -> bool:
-    def norm(p: str) -> str:
-        p = p.rstrip("/")
-        return p[len("file://"):] if p.startswith("file://") else p
-
-    return norm(a) == norm(b)
 
 
 def _quoted(col: Column) -> Column:

@@ -29,7 +29,7 @@ from state import delta_io
 from state.descriptors import OperatorStateDescriptor, OperatorStateMode
 from state.errors import StateSchemaError
 from state.handles import StateHandle, StateKind
-from state.keyed import create_table, restore_table, snapshot_table
+from state.tables import create_table, restore_table, snapshot_table
 
 PROP_MODE = "epochal.operatorStateMode"
 PROP_VALUE_TYPE = "epochal.valueType"

@@ -65,9 +65,7 @@ from state.checkpoint.hooks import restore_hooks
 from state.checkpoint.metadata import CheckpointMetadata
 from state.checkpoint.resolve import CheckpointResolver
 from state.checkpoint.storage import CheckpointStorage, PointerKind
-from state.keyed import (
-    create_table,
-)
+from state.tables import create_table
 from state.lifecycle.deltalog import DeltaLog, VersionSnapshot
 from state.lifecycle.plan import PlannedState, RestoreOptions, RestorePlan, _existing_tables, plan_restore
 from state.lifecycle.restore_types import (

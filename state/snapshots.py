@@ -33,7 +33,7 @@ from state.checkpoint.metadata import CheckpointKind
 from state.checkpoint.pending import CheckpointSpec, PendingCheckpoint
 from state.checkpoint.storage import CheckpointStorage, validate_name
 from state.handles import StateHandle
-from state.keyed import create_table
+from state.tables import create_table
 from state.lifecycle.deltalog import DeltaLog, VersionSnapshot
 from state.lifecycle.errors import SnapshotUnavailable, SnapshotWriteError
 from state.lifecycle.paths import is_relative, join_url, resolve_handle_path, resolve_table_url, to_spark
