@@ -201,8 +201,11 @@ def check_static(block: Block, tmp_path: Path) -> None:
         from config import load_settings
         from orchestration.definitions import build_definitions
 
-        job = build_definitions(load_settings(None, env={})).resolve_job_def(block.reason)
-        dg.validate_run_config(job, yaml.safe_load(block.body))
+        # Resolving definitions reads the current instance's state storage: a live one, whatever
+        # earlier tests in this process left behind (Dagster keeps it in a context variable).
+        with dg.instance_for_test():
+            job = build_definitions(load_settings(None, env={})).resolve_job_def(block.reason)
+            dg.validate_run_config(job, yaml.safe_load(block.body))
     elif block.lang == "yaml":
         from config import load_settings
 
