@@ -44,7 +44,11 @@ def _local_cores(master: str) -> int:
 
 
 def spark_conf(
-    settings: SparkSettings, *, app_name: str = "epochal", locations: Sequence[str] = (), environ: Mapping[str, str] | None = None
+    settings: SparkSettings,
+    *,
+    app_name: str = "epochal",
+    locations: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The full Spark configuration epochal runs with (pure: testable without a JVM).
 
@@ -153,7 +157,8 @@ def _warm(config_path: str | None = None) -> int:
         spark.range(3).write.format("delta").save(f"{tmp}/t")
         rows = spark.read.format("delta").load(f"{tmp}/t").count()
     spark.stop()
-    print(f"Delta ready (spark {spark.version}, with {conf['spark.jars.packages']}, {rows} rows read back)", file=sys.stderr)
+    packages_text = conf["spark.jars.packages"]
+    print(f"Delta ready (spark {spark.version}, with {packages_text}, {rows} rows read back)", file=sys.stderr)
     return 0 if rows == 3 else 1
 
 

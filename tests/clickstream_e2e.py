@@ -23,11 +23,11 @@ EPOCHAL = str(Path(sys.executable).with_name("epochal"))
 SINKS = ("user_totals", "hourly_revenue", "sessions", "late_events", "quarantine")
 
 
-def write_config(path: Path, *, landing: str, warehouse: str, checkpoints: str, spark: dict) -> Path:
+def write_config(path: Path, *, landing: str, warehouse: str, checkpoints: str, spark: dict, retain: int = 2) -> Path:
     config = {
         "landing": landing,
         "warehouse": warehouse,
-        "checkpoints": {"dir": checkpoints, "retain": 2, "interval_epochs": 1},
+        "checkpoints": {"dir": checkpoints, "retain": retain, "interval_epochs": 1},
         "partitions": {"start": "2026-11-01T00:00:00Z"},
         "spark": spark,
     }

@@ -80,14 +80,26 @@ def _wait_busy_executor(checkpoints: Path, epoch: int, ui_port: int, run, timeou
         time.sleep(0.05)
 
 
+# Spark 3.5's driver log lines (INFO and up) for what a lost executor costs.
+EXECUTOR_LOST = r"Lost executor (\d+)"
+RUNNING_TASK_LOST = (
+    r"failed because while it was being computed, its executor exited"  # INFO, the executor died under it
+    r"|WARN TaskSetManager: Lost task (?![^\n]*FetchFailed)"
+)
+FETCH_FAILED = r"WARN TaskSetManager: Lost task [^\n]*FetchFailed\("
+STAGES_RESUBMITTED = r"Resubmitting ([^\n]*) due to fetch failure"
+MAP_OUTPUT_RESUBMITTED = r"Resubmitted \S+, so marking it as still running"
+
+
 def _retries(stderr: str) -> dict[str, int]:
     """What the driver's log (at INFO) says it lost and redid."""
+    resubmitted = re.findall(STAGES_RESUBMITTED, stderr)
     return {
-        "executors lost": len(set(re.findall(r"Lost executor (\d+)", stderr))),
-        "running tasks lost, rerun elsewhere": len(re.findall(r"failed because while it was being computed, its executor exited", stderr))
-        + len(re.findall(r"WARN TaskSetManager: Lost task", stderr)),
-        "finished map tasks resubmitted (outputs lost)": len(re.findall(r"Resubmitted \S+, so marking it as still running", stderr)),
-        "fetch failures (stage retries)": len(re.findall(r"FetchFailed\(", stderr)),
+        "executors lost": len(set(re.findall(EXECUTOR_LOST, stderr))),
+        "running tasks lost, rerun on the other executor": len(re.findall(RUNNING_TASK_LOST, stderr)),
+        "tasks failed fetching lost shuffle output": len(re.findall(FETCH_FAILED, stderr)),
+        "stages resubmitted to recompute lost output": sum(len(re.findall(r"Stage \d+", r)) for r in resubmitted),
+        "finished map tasks resubmitted": len(re.findall(MAP_OUTPUT_RESUBMITTED, stderr)),
     }
 
 

@@ -102,7 +102,8 @@ def test_checkpoint_storage_on_s3(s3_env):
     storage.delete_tree(storage.checkpoint_dir(1))
     assert [cid for cid, _ in storage.list_checkpoint_dirs()] == [12]
     assert storage.resolve_pointer(f"{base}/chk-12").checkpoint_id == 12
-    assert to_spark_path(storage.shared_dir("dedupe", "seen")) == "s3a://chk-storage/deployment/checkpoints/shared/dedupe/seen"
+    shared = "s3a://chk-storage/deployment/checkpoints/shared/dedupe/seen"
+    assert to_spark_path(storage.shared_dir("dedupe", "seen")) == shared
 
 
 def test_id_counter_on_s3_never_hands_out_an_id_twice(s3_env):
@@ -153,7 +154,7 @@ def test_clickstream_on_s3_kill_rerun_equals_reference_and_no_secret_leaks(spark
     generate(f"{root}/landing", START, len(E2E_PARTITIONS), SMALL)
     config = write_config(
         tmp_path / "epochal.yaml", landing=f"{root}/landing", warehouse=f"{root}/warehouse",
-        checkpoints=f"{root}/checkpoints",
+        checkpoints=f"{root}/checkpoints", retain=1,  # the rerun's checkpoint subsumes epoch 0's: retention on S3
         spark={"master": "local[2]", "parallelism": 2, "shuffle_partitions": 2, "driver_memory": "1g"},
     )
     outputs: dict[str, bytes] = {}
@@ -165,7 +166,8 @@ def test_clickstream_on_s3_kill_rerun_equals_reference_and_no_secret_leaks(spark
     assert report["restored"]["epoch"] == 0 and [e["epoch"] for e in report["epochs"]] == [1]
     # INFO: the most talkative log a user would keep (S3A and Delta set-up included)
     listed = epochal(config, "checkpoints", "list", env={**s3_env, "EPOCHAL_SPARK_LOG_LEVEL": "INFO"})
-    assert [c["epoch"] for c in ok(listed)["checkpoints"]] == [0, 1]
+    assert [c["epoch"] for c in ok(listed)["checkpoints"]] == [1]
+    assert not fsspec.filesystem("s3").exists(f"{bucket}/deployment/checkpoints/chk-1"), "retention removed chk-1"
     for name, result in (("killed run", killed), ("rerun", rerun), ("checkpoints list", listed)):
         outputs[f"{name} stdout"], outputs[f"{name} stderr"] = result.stdout.encode(), result.stderr.encode()
 
@@ -174,7 +176,8 @@ def test_clickstream_on_s3_kill_rerun_equals_reference_and_no_secret_leaks(spark
     fsspec.filesystem("s3").get(f"{bucket}/deployment/warehouse/", str(local), recursive=True)
     rows = check_sinks(spark, f"{root}/landing", local, E2E_PARTITIONS)
 
-    leaks = _leaks(objects) + _leaks(outputs) + _leaks({str(p): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()})
+    local_files = {str(p): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    leaks = _leaks(objects) + _leaks(outputs) + _leaks(local_files)
     assert leaks == [], f"credentials found in {leaks}"
     assert sum(len(v) for v in outputs.values()) > 10_000  # the logs were there to be searched
 
