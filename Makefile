@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test test-fast validate chromium jars clean
+.PHONY: setup demo test test-fast validate chromium bench jars clean
 
 setup: $(STAMP)
 
@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) -m state.session --warm
 	@command -v chromium >/dev/null || $(MAKE) --no-print-directory chromium
 	rm -f $(VENV)/.installed-*
@@ -40,6 +40,11 @@ validate: setup
 
 test-fast: setup validate
 	$(PY) -m pytest -q -m "not slow"
+
+# The benchmark against Spark Structured Streaming (bench/README.md): hours at full size.
+# BENCH_ARGS=--quick checks the harness in minutes; --parts/--sizes choose what runs.
+bench: setup
+	nice -n 15 $(PY) -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import fsspec
 
@@ -133,6 +134,31 @@ def table_summary(path: str, version: int | None = None) -> TableSummary:
     snapshot = table.snapshot(version)
     schema = T.StructType.fromJson(json.loads(snapshot.schema_json)).json()
     return TableSummary(version, snapshot.bytes_total, snapshot.rows, schema, dict(snapshot.configuration))
+
+
+def may_hold_at_or_before(path: str, column: str, moment: datetime) -> bool:
+    """False only when the files' statistics prove every live row has ``column`` after ``moment``.
+
+    A file with rows but no minimum for ``column`` (no statistics, or only nulls) may
+    hold such a row. Statistics are at millisecond precision, rounded down, and count
+    rows deletion vectors removed: the answer errs only towards True.
+    """
+    from state.lifecycle.deltalog import DeltaLog
+
+    table = DeltaLog(path)
+    version = table.latest_version()
+    if version is None:
+        return False
+    for live in table.snapshot(version).files:
+        if live.records == 0:
+            continue
+        text = (live.min_values or {}).get(column)
+        if not isinstance(text, str):
+            return True
+        least = datetime.fromisoformat(text)
+        if (least if least.tzinfo is not None else least.replace(tzinfo=timezone.utc)) <= moment:
+            return True
+    return False
 
 
 def table_properties(path: str) -> dict[str, str]:

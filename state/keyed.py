@@ -254,6 +254,31 @@ class KeyedStateBackend:
         guarded = F.coalesce(F.when(count > 1, F.raise_error(message)).cast("boolean"), F.col(_DELETE))
         return df.withColumn(_DELETE, guarded)
 
+    def insert(self, descriptor: KeyedStateDescriptor, rows: DataFrame) -> None:
+        """Give keys that hold no live value a value (columns key, [namespace], value): a blind append.
+
+        For keys the caller knows to have no live value, e.g. the rows of an anti-join with
+        the state as read this epoch (the clickstream dedupe). The state is not read: the
+        write costs the rows written, not the state. Rows that have expired are deleted first
+        (one DELETE, only when the table's statistics show that some may have), so a key whose
+        value expired ends with one row, as with :meth:`update`. Null values are not written;
+        several rows for one key are refused as in :meth:`update`. A key that still has a live
+        value would be stored twice: use :meth:`update` unless the caller's logic excludes it.
+        """
+        from delta.tables import DeltaTable
+
+        self._require_columns(descriptor, rows, ("key", "value"))
+        df = self._refuse_duplicate_keys(descriptor, self._normalise(descriptor, rows, F.col("value")))
+        path = self.open(descriptor)
+        if descriptor.ttl is not None and self._may_hold_expired(path):
+            DeltaTable.forPath(self.spark, path).delete(self._expired(""))
+        new = self._state_rows(descriptor, df).where(~F.col(_DELETE) & F.col("value").isNotNull()).drop(_DELETE)
+        try:
+            new.write.format("delta").mode("append").save(path)
+        except Exception as exc:  # noqa: BLE001 - translate the duplicate-key error
+            self._raise_duplicates(descriptor, exc)
+            raise
+
     def clear(self, descriptor: KeyedStateDescriptor, keys: DataFrame) -> None:
         """Remove the state of each key (columns key, [namespace])."""
         self._require_columns(descriptor, keys, ("key",))
@@ -343,17 +368,14 @@ class KeyedStateBackend:
         cond = (grouped["key"] == state["__k"]) & (grouped["namespace"] == state["__ns"])
         return grouped.join(state, cond, "left").drop("__k", "__ns")
 
-    def _merge(self, descriptor: KeyedStateDescriptor, source: DataFrame) -> None:
-        from delta.tables import DeltaTable
-
-        path = self.open(descriptor)
+    def _state_rows(self, descriptor: KeyedStateDescriptor, source: DataFrame) -> DataFrame:
+        """Normalised rows (key, namespace, value, delete flag) as state table rows written this epoch."""
         ctx = self.context
-        now = F.lit(ctx.now).cast("timestamp")
         if descriptor.ttl is not None:
             expires = F.lit(ctx.now + descriptor.ttl.ttl).cast("timestamp")
         else:
             expires = F.lit(None).cast("timestamp")
-        src = source.select(
+        return source.select(
             key_group_col("key", self.max_parallelism).alias("key_group"),
             "key",
             "namespace",
@@ -362,11 +384,21 @@ class KeyedStateBackend:
             F.lit(ctx.epoch).cast("long").alias("updated_epoch"),
             F.col(_DELETE),
         )
+
+    def _expired(self, table: str) -> Column:
+        now = F.lit(self.context.now).cast("timestamp")
+        return F.col(f"{table}expires_at").isNotNull() & (F.col(f"{table}expires_at") <= now)
+
+    def _merge(self, descriptor: KeyedStateDescriptor, source: DataFrame) -> None:
+        from delta.tables import DeltaTable
+
+        path = self.open(descriptor)
+        src = self._state_rows(descriptor, source)
         dtype = descriptor.stored_type
         changed = ~(comparable(F.col("t.value"), dtype).eqNullSafe(comparable(F.col("s.value"), dtype)))
         if descriptor.ttl is not None:
             changed = changed | F.lit(True)  # every write restarts the TTL clock
-        expired = F.col("t.expires_at").isNotNull() & (F.col("t.expires_at") <= now)
+        expired = self._expired("t.")
         columns = ["key_group", "key", "namespace", "value", "expires_at", "updated_epoch"]
         merge = (
             DeltaTable.forPath(self.spark, path)
@@ -382,20 +414,32 @@ class KeyedStateBackend:
             )
             .whenNotMatchedInsert(condition=~F.col(f"s.{_DELETE}"), values={c: F.col(f"s.{c}") for c in columns})
         )
-        if descriptor.ttl is not None:
+        if descriptor.ttl is not None and self._may_hold_expired(path):
             merge = merge.whenNotMatchedBySourceDelete(condition=expired)
         try:
             merge.execute()
         except Exception as exc:  # noqa: BLE001 - translate the duplicate-key errors (ours and Delta's)
-            text = str(exc)
-            ours = re.search(re.escape(self._duplicate_message(descriptor)) + r" \(key .*?, namespace .*?\)", text)
-            if ours or "MULTIPLE_SOURCE_ROW" in text or "multiple source rows" in text.lower():
-                raise StateSchemaError(
-                    ours.group(0) if ours else self._duplicate_message(descriptor),
-                    action="give at most one row per key and namespace to update()",
-                    state=descriptor.name,
-                ) from exc
+            self._raise_duplicates(descriptor, exc)
             raise
+
+    def _raise_duplicates(self, descriptor: KeyedStateDescriptor, exc: Exception) -> None:
+        """Raise :class:`StateSchemaError` if ``exc`` is a duplicate-key failure (ours or Delta's)."""
+        text = str(exc)
+        ours = re.search(re.escape(self._duplicate_message(descriptor)) + r" \(key .*?, namespace .*?\)", text)
+        if ours or "MULTIPLE_SOURCE_ROW" in text or "multiple source rows" in text.lower():
+            raise StateSchemaError(
+                ours.group(0) if ours else self._duplicate_message(descriptor),
+                action="give at most one row per key and namespace to update()",
+                state=descriptor.name,
+            ) from exc
+
+    def _may_hold_expired(self, path: str) -> bool:
+        """False when the table's statistics prove that no row has expired at the epoch clock.
+
+        Then the MERGE needs no ``WHEN NOT MATCHED BY SOURCE`` cleanup clause, which would
+        make it join every row of the state instead of only those of the batch's keys.
+        """
+        return delta_io.may_hold_at_or_before(path, "expires_at", self.context.now)
 
     # -- snapshots -------------------------------------------------------------------------
 

@@ -149,6 +149,25 @@ def test_ttl_hides_expired_and_cleans_up_on_write(spark, tmp_path):
     assert sorted(r.key for r in stored.collect()) == ["e2", "e3"]  # e1 removed by the write
 
 
+def test_insert_appends_new_keys_after_deleting_expired_ones(spark, tmp_path):
+    d = ValueStateDescriptor("seen", value_type=T.LongType(), ttl=StateTtlConfig(timedelta(hours=2)))
+    backend = KeyedStateBackend(spark, str(tmp_path), "dedupe")
+    rows = lambda *kv: spark.createDataFrame(list(kv), "key string, value long")  # noqa: E731
+    backend.begin_epoch(1, T0)
+    backend.insert(d, rows(("a", 1), ("b", 2)))
+    backend.begin_epoch(2, T0 + timedelta(hours=1))
+    before = backend.snapshot(d)
+    backend.insert(d, rows(("c", 3), ("d", None)))  # nothing has expired: one append; a null value is not written
+    assert backend.snapshot(d).version == before.version + 1
+    backend.begin_epoch(3, T0 + timedelta(hours=2, minutes=30))  # a and b have expired
+    backend.insert(d, rows(("a", 10)))
+    stored = spark.read.format("delta").load(backend.table_path(d))
+    assert sorted((r.key, r.value, r.updated_epoch) for r in stored.collect()) == [("a", 10, 3), ("c", 3, 2)]
+    assert backend.snapshot(d).rows == 2
+    with pytest.raises(StateSchemaError, match=r"dedupe/seen at epoch 3: several new values for one key \(key 'x', namespace ''\)"):
+        backend.insert(d, rows(("x", 1), ("x", 2)))
+
+
 def test_max_parallelism_is_fixed_when_state_is_created(spark, tmp_path):
     d = ValueStateDescriptor("v", value_type=T.LongType())
     KeyedStateBackend(spark, str(tmp_path), "s", max_parallelism=16).open(d)
@@ -173,5 +192,5 @@ def test_bad_descriptors_and_inputs_name_the_problem(spark, tmp_path):
     d = ValueStateDescriptor("v", value_type=T.LongType())
     with pytest.raises(StateSchemaError, match=r"missing column\(s\) \['value'\]"):
         backend.update(d, spark.createDataFrame([("a",)], "key string"))
-    with pytest.raises(StateSchemaError, match="several new values for one key"):
+    with pytest.raises(StateSchemaError, match=r"s/v at epoch 0: several new values for one key \(key 'a', namespace ''\)"):
         backend.update(d, spark.createDataFrame([("a", 1), ("a", 2)], "key string, value long"))

@@ -90,6 +90,8 @@ class LiveFile:
     dv_path: str | None = None
     #: Live rows (``numRecords`` of its stats minus the rows its deletion vector deletes); None without stats.
     records: int | None = field(default=None, compare=False)
+    #: ``minValues`` of its statistics (column -> JSON value; timestamps as ISO text); None without stats.
+    min_values: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def physical(self) -> tuple[str, ...]:
@@ -138,8 +140,10 @@ class _Replay:
     def add(self, action: Mapping[str, Any]) -> None:
         path = self._path(action["path"])
         dv = action.get("deletionVector")
+        stats = _stats(action)
         self.live[(path, _dv_id(dv))] = LiveFile(
-            path, int(action.get("size") or 0), self._relative(dv_file(dv)), _live_records(action, dv)
+            path, int(action.get("size") or 0), self._relative(dv_file(dv)), _live_records(stats, dv),
+            stats.get("minValues") if stats else None,
         )
 
     def remove(self, action: Mapping[str, Any]) -> None:
@@ -181,15 +185,21 @@ class _Replay:
         return path
 
 
-def _live_records(add: Mapping[str, Any], dv: Mapping[str, Any] | None) -> int | None:
-    """Rows a file holds that its deletion vector does not delete, from the ``add`` action's stats."""
-    stats = add.get("stats")
-    if not stats:
+def _stats(add: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The parsed statistics of an ``add`` action (None when absent or unreadable)."""
+    text = add.get("stats")
+    if not text:
         return None
     try:
-        records = json.loads(stats).get("numRecords")
+        stats = json.loads(text)
     except (TypeError, ValueError):
         return None
+    return stats if isinstance(stats, dict) else None
+
+
+def _live_records(stats: Mapping[str, Any] | None, dv: Mapping[str, Any] | None) -> int | None:
+    """Rows a file holds that its deletion vector does not delete."""
+    records = (stats or {}).get("numRecords")
     if records is None:
         return None
     return int(records) - int((dv or {}).get("cardinality") or 0)

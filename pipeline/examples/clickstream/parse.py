@@ -272,18 +272,24 @@ def parse_lines(lines: DataFrame, partition: str) -> ParsedBatch:
     return _split(classify_lines(lines, F.coalesce(F.col("file"), F.input_file_name())), partition)
 
 
-def parse_landing(spark: SparkSession, files: Sequence[str], partition: str) -> ParsedBatch:
+def parse_landing(spark: SparkSession, files: Sequence[str], partition: str, *, hold=None) -> ParsedBatch:
     """Parse one epoch: its planned landing ``files`` (paths or Hadoop URLs) and its partition key.
 
-    Both outputs are lazy and each reads the files; persist them if both are
-    consumed more than once. An empty ``files`` gives empty frames.
+    Both outputs are lazy. Without ``hold`` each reads and parses the files; with
+    ``hold`` (a function that persists a frame, e.g. ``_Held.hold``) the lines are
+    classified once into a persisted frame (the raw text kept for bad lines only)
+    and both outputs are filters of it. An empty ``files`` gives empty frames.
     """
     if not files:
         return ParsedBatch(spark.createDataFrame([], EVENT_SCHEMA), spark.createDataFrame([], QUARANTINE_SCHEMA))
     lines = spark.read.text(list(files))
     # The file column is computed last, on top of the parsing: being nondeterministic it keeps
     # the events/quarantine filters above the projections (else they would be inlined, many times over).
-    return _split(classify_lines(lines, _file_column(spark, files)), partition)
+    classified = classify_lines(lines, _file_column(spark, files))
+    if hold is not None:
+        raw = F.when(F.col("reason").isNotNull(), F.col("raw")).alias("raw")
+        classified = hold(classified.select(*[raw if c == "raw" else F.col(c) for c in classified.columns]))
+    return _split(classified, partition)
 
 
 def dedupe_within_batch(events: DataFrame) -> DataFrame:

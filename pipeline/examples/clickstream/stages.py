@@ -122,11 +122,11 @@ class _HoldingStage:
 
 # ----------------------------------------------------------------------------- parse
 
-class ParseStage:
+class ParseStage(_HoldingStage):
     """``landing`` -> ``events``, ``quarantine``: :func:`parse.parse_landing` over the epoch's planned files.
 
-    Stateless. Both outputs read the files (the runner may persist them when
-    both are consumed).
+    Stateless. The lines are parsed once per epoch: the classified lines are
+    held (persisted) and both outputs are filters of them.
     """
 
     inputs: Sequence[str] = (SOURCE,)
@@ -135,14 +135,16 @@ class ParseStage:
     operator_state: Sequence[OperatorStateDescriptor] = ()
 
     def __init__(self, name: str = PARSE, source: str = SOURCE) -> None:
+        super().__init__()
         self.name = name
         self.inputs = (source,)
 
     def process(self, ctx: StageContext, inputs: Mapping[str, object]) -> dict[str, DataFrame]:
+        self.release()
         batch = inputs[self.inputs[0]]
         if not isinstance(batch, SourceBatch):
             raise TypeError(f"stage {self.name!r} expects a SourceBatch as {self.inputs[0]!r}, got {type(batch).__name__}")
-        parsed = parse_landing(ctx.spark, batch.files, batch.partition or ctx.partition)
+        parsed = parse_landing(ctx.spark, batch.files, batch.partition or ctx.partition, hold=self._held.hold)
         return {"events": parsed.events, "quarantine": parsed.quarantine}
 
 
@@ -154,8 +156,9 @@ class DedupeStage(_HoldingStage):
     State ``seen`` (value state keyed by ``event_id``, TTL on the epoch clock,
     value = the clock the id was accepted at). An event is a duplicate while
     its id is live in ``seen`` (written at clock ``c``: live while
-    ``now < c + ttl``). Only new ids are written, so a duplicate never
-    refreshes the TTL. ``distinct`` is held for the epoch.
+    ``now < c + ttl``). Only new ids are written (appended: the anti-join
+    proved them absent, so the write does not read the state), so a duplicate
+    never refreshes the TTL. ``distinct`` is held for the epoch.
     """
 
     outputs: Sequence[str] = ("distinct",)
@@ -174,7 +177,7 @@ class DedupeStage(_HoldingStage):
         seen = pinned_read(ctx.keyed, self.seen).select(F.col("key").alias("event_id"))
         distinct = self._held.hold(batch.join(seen, "event_id", "left_anti"))
         accepted = distinct.select(F.col("event_id").alias("key"), F.lit(ctx.info.clock).cast("timestamp").alias("value"))
-        ctx.keyed.update(self.seen, accepted)
+        ctx.keyed.insert(self.seen, accepted)  # ids not live in ``seen`` (the anti-join): a blind append
         return {"distinct": distinct}
 
 

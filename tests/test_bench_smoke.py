@@ -1,0 +1,44 @@
+"""A tiny run of the benchmark harness (bench/): the checkpoint-bytes part in this process, then the report.
+
+``make bench`` runs the real sizes in child processes; this checks the harness
+itself: the synthetic churn pipeline runs through the epoch runner, bytes are
+measured against the changed rows, and the results become markdown and PNGs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="the bench extra (pip install -e '.[bench]') draws the plots")
+
+from bench import churn  # noqa: E402
+from bench.report import targets, write_report  # noqa: E402
+from pipeline.registry import PIPELINES  # noqa: E402
+
+KEYS = 2_000
+
+
+@pytest.mark.slow
+def test_churn_part_and_report(spark, tmp_path):
+    try:
+        incremental = churn.run(tmp_path / "incremental", KEYS, [1.0, 0.01], "incremental")
+        full = churn.run(tmp_path / "full", KEYS, [1.0, 0.01], "full")
+    finally:
+        PIPELINES.pop("bench_churn", None)
+    load, hundredth = incremental["epochs"]
+    assert [e["checkpoint"] for e in incremental["epochs"]] == ["completed", "completed"]
+    assert load["state_rows"] == hundredth["state_rows"] == KEYS
+    # 1% of the keys changed: an incremental checkpoint writes about those rows, a full one the whole state
+    assert 0 < hundredth["changed_row_bytes"] < load["changed_row_bytes"]
+    assert 0 < hundredth["bytes_written"] < load["bytes_written"]
+    assert full["epochs"][1]["bytes_written"] > hundredth["bytes_written"]
+
+    section = churn.summarize([incremental], full)
+    assert section["incremental"]["0.01"]["ratio"] == round(hundredth["bytes_written"] / hundredth["changed_row_bytes"], 3)
+    written = write_report({"churn": section}, tmp_path / "results")
+    assert {p.name for p in written} == {"results.md", "checkpoint_bytes.png"}
+    assert all(p.stat().st_size > 0 for p in written)
+    table = (tmp_path / "results" / "results.md").read_text()
+    assert f"| 1% | {hundredth['bytes_written']} | {hundredth['changed_row_bytes']} |" in table
+    (target,) = targets({"churn": section})
+    assert target["value"] == section["incremental"]["0.01"]["ratio"] and target["limit"] == 3.0
