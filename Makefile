@@ -32,7 +32,7 @@ demo: setup
 	$(VENV)/bin/epochal demo
 
 test: setup validate
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # The Dagster definitions load (`dagster definitions validate`) for the example configuration.
 validate: setup
