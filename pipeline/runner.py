@@ -29,7 +29,7 @@ from pipeline.faults import crashpoint
 from pipeline.lease import DeploymentLease, leased
 from pipeline.partitions import Partitioning
 from pipeline.progress import ProgressStore
-from pipeline.sinks import DeltaSink
+from pipeline.sinks import DeltaSink, refuse_written_sinks
 from pipeline.sources import SourceBatch, batch_from_position
 from pipeline.stage import SinkMode, Stage, StageContext
 from state.checkpoint import CheckpointCoordinator, CompletedCheckpoint, SystemClock, create_coordinator, to_spark_path
@@ -146,6 +146,8 @@ class EpochRunner:
             report.restored = self.restore()
             progress = self.d.progress.load()
         position = progress.last_done_epoch
+        if position is None and progress.clean and report.restored is None and self.d.coordinator.store.latest() is None:
+            refuse_written_sinks(self.d.sinks, self.d.storage.base_url)  # never start from empty state silently
         if from_ is not None:
             first = self.d.partitioning.epoch(from_)
             if position is not None and first <= position:

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from pipeline.errors import PipelineError
 from pipeline.stage import SinkMode, SinkSpec
 from state import delta_io
 from state.handles import StateHandle, StateKind
@@ -105,3 +106,31 @@ class DeltaSink:
 
     def read(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.path)
+
+    def rows_from_log(self) -> int | None:
+        """Live rows of the table's latest version, from its Delta log's statistics (no Spark job).
+
+        0 when the table does not exist; None when a file carries no statistics.
+        """
+        from state.lifecycle.deltalog import DeltaLog
+
+        log = DeltaLog(self.path)
+        version = log.latest_version()
+        return 0 if version is None else log.snapshot(version).rows
+
+
+def refuse_written_sinks(sinks: dict[str, DeltaSink], checkpoint_storage: str) -> None:
+    """Fail when sinks hold rows although the checkpoint storage holds no run position and no checkpoint.
+
+    The checkpoint storage was deleted, or the config points at another one: starting from
+    empty state would write wrong results on top of the old ones.
+    """
+    written = {name: rows for name, sink in sinks.items() if (rows := sink.rows_from_log()) != 0}
+    if written:
+        details = ", ".join(f"{name} ({sinks[name].path}, {'?' if rows is None else rows} rows)" for name, rows in written.items())
+        raise PipelineError(
+            f"the checkpoint storage {checkpoint_storage} holds no run position and no checkpoint, but sinks already "
+            f"hold output: {details}. Running would start from empty state and write wrong results on top of them. "
+            "Point `checkpoints.dir` at the deployment's checkpoint storage, restore a savepoint "
+            "(`epochal restore --savepoint PATH`), or delete the sink tables to start over."
+        )
