@@ -30,7 +30,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
 
 def build_deployment(settings: Settings, spark=None, *, clock=None):
     """The pipeline, one SparkSession for the process, and everything around them."""
-    from pipeline.runner import Deployment
+    from pipeline.deployment import Deployment
     from state.session import build_spark_session
 
     pipeline = build_pipeline(settings)

@@ -20,33 +20,22 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
-from config import CheckpointMode, Settings
-from pipeline.dag import Pipeline
+from config import CheckpointMode
+from pipeline.deployment import Deployment
 from pipeline.errors import PipelineError, StageError
 from pipeline.faults import crashpoint
-from pipeline.lease import DeploymentLease, leased
-from pipeline.partitions import Partitioning
-from pipeline.progress import ProgressStore
-from pipeline.sinks import DeltaSink, refuse_written_sinks
+from pipeline.lease import leased
+from pipeline.sinks import forward_gap, refuse_written_sinks
 from pipeline.sources import SourceBatch, batch_from_position
-from pipeline.stage import SinkMode, Stage, StageContext
-from state.checkpoint import CheckpointCoordinator, CompletedCheckpoint, SystemClock, create_coordinator, to_spark_path
+from pipeline.stage import SinkMode, Stage
+from state.checkpoint import CompletedCheckpoint
 from state.checkpoint.metadata import CheckpointKind
 from state.handles import StateHandle
-from state.keyed import KeyedStateBackend
-from state.operator import FunctionSnapshotContext, OperatorStateBackend, OperatorStateStore, initialize_function
+from state.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
 
 log = logging.getLogger("epochal.runner")
-
-
-class CrashAwareCoordinator(CheckpointCoordinator):
-    """The coordinator with the crash point between ``_metadata`` and the store commit."""
-
-    def _commit(self, completed):  # type: ignore[override]
-        crashpoint("after_metadata", int(completed.metadata.epoch))
-        return super()._commit(completed)
 
 
 @dataclass
@@ -78,46 +67,6 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"epochs": [e.to_dict() for e in self.epochs], "restored": self.restored}
-
-
-class Deployment:
-    """Everything one configured deployment needs: Spark, storage, coordinator, pipeline, sinks."""
-
-    def __init__(self, settings: Settings, spark: SparkSession, pipeline: Pipeline, *, clock=None) -> None:
-        self.settings = settings
-        self.spark = spark
-        self.pipeline = pipeline
-        self.clock = clock or SystemClock()
-        self.partitioning = Partitioning.from_settings(settings.partitions)
-        self.coordinator = create_coordinator(
-            settings.checkpoints, spark=spark, clock=self.clock, coordinator_cls=CrashAwareCoordinator
-        )
-        self.storage = self.coordinator.storage
-        self.progress = ProgressStore(self.storage)
-        self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock)
-        self.shared_root = to_spark_path(self.storage.child("shared"))
-        self.parallelism = settings.spark.parallelism
-        warehouse = to_spark_path(settings.warehouse)
-        self.sinks = {s.name: DeltaSink(spark, warehouse, s) for s in pipeline.sinks}
-        self.keyed = {s.name: KeyedStateBackend(spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism) for s in pipeline.stages}
-        self.operator = {s.name: OperatorStateBackend(spark, self.shared_root, s.name) for s in pipeline.stages}
-
-    def context(self, stage: Stage, epoch: int, store: OperatorStateStore | None = None) -> StageContext:
-        info = self.partitioning.info(epoch)
-        keyed = self.keyed[stage.name]
-        keyed.begin_epoch(epoch, info.clock)
-        store = store or OperatorStateStore(self.operator[stage.name], self.parallelism)
-        return StageContext(self.spark, info, keyed, store, self.parallelism, {"settings": self.settings})
-
-    def plan_path(self, source: str, epoch: int) -> str:
-        return self.storage.child("plans", source, f"{epoch:012d}.json")
-
-    def state_handles(self, stage: Stage, store: OperatorStateStore | None = None) -> list[StateHandle]:
-        keyed = self.keyed[stage.name]
-        handles = [keyed.snapshot(d, parallelism=self.parallelism) for d in stage.keyed_state]
-        backend = self.operator[stage.name]
-        handles += [backend.snapshot(d, self.parallelism) for d in stage.operator_state]
-        return handles
 
 
 class EpochRunner:
@@ -362,6 +311,10 @@ class EpochRunner:
         """
         from state.restore import restore_state
 
+        try:
+            position = self.d.progress.load().last_done_epoch  # where the sinks are
+        except PipelineError:  # a corrupt position file: restore rewrites it
+            position = None
         result = restore_state(
             self.d.spark, self.d.coordinator, pointer, targets=self._targets(),
             working_root=self.d.shared_root, parallelism=parallelism,
@@ -371,7 +324,10 @@ class EpochRunner:
         self._drop_checkpoints_after(epoch)
         self._rewind_sinks(epoch)
         self.d.progress.reset(epoch)
+        if gap := forward_gap(self.d.sinks, position, epoch):
+            log.warning("%s", gap)
         return {
+            "sink_gap": gap,
             "checkpoint_id": None if result.started_empty else int(result.checkpoint_id),
             "kind": None if result.started_empty else result.kind.value,
             "epoch": epoch,

@@ -134,3 +134,21 @@ def refuse_written_sinks(sinks: dict[str, DeltaSink], checkpoint_storage: str) -
             "Point `checkpoints.dir` at the deployment's checkpoint storage, restore a savepoint "
             "(`epochal restore --savepoint PATH`), or delete the sink tables to start over."
         )
+
+
+def forward_gap(sinks: dict[str, DeltaSink], position: int | None, restored_epoch: int | None) -> str | None:
+    """What append sinks lack after a restore to an epoch ahead of the position they were at (None: no gap).
+
+    Rows of the epochs in between were dropped when the sinks were last rewound (a
+    restore or backfill to an older epoch); the restored state does not bring them back.
+    A new deployment (no position) starts its append sinks at the restored epoch, as
+    a Flink job started from a savepoint does.
+    """
+    appends = [name for name, sink in sinks.items() if sink.spec.mode is SinkMode.APPEND]
+    if position is None or restored_epoch is None or restored_epoch <= position or not appends:
+        return None
+    return (
+        f"restored epoch {restored_epoch} is ahead of the sinks (at epoch {position}): append sinks "
+        f"{', '.join(appends)} hold no rows of epochs {position + 1}..{restored_epoch}, dropped when they were "
+        f"rewound. To have them, restore a checkpoint or savepoint at or before epoch {position} and run on."
+    )

@@ -58,6 +58,19 @@ def test_sinks_with_output_and_no_checkpoint_storage_refuse_to_run(spark, tmp_pa
         elsewhere.run(to="2026-11-01-00:00")
 
     restored = lost.restore(str(tmp_path / "kept"))  # the way out the message names
-    assert restored["epoch"] == 1 and savepoint["path"]
+    assert restored["epoch"] == 1 and restored["sink_gap"] is None and savepoint["path"]
     lost.run(to="2026-11-01-01:00")
     assert {r.key: r.total for r in lost.d.sinks["totals"].read().collect()} == before
+
+
+def test_a_restore_ahead_of_the_sinks_names_the_append_rows_it_cannot_bring_back():
+    from pipeline.sinks import DeltaSink, forward_gap
+
+    from types import SimpleNamespace
+
+    pipeline = toy.build(SimpleNamespace(landing="/landing"))
+    sinks = {spec.name: DeltaSink(None, "/warehouse", spec) for spec in pipeline.sinks}
+    gap = forward_gap(sinks, position=1, restored_epoch=4)
+    assert "log" in gap and "totals" not in gap and "epochs 2..4" in gap and "at or before epoch 1" in gap
+    assert forward_gap(sinks, position=4, restored_epoch=4) is None  # a restore back or in place: nothing lost
+    assert forward_gap(sinks, position=None, restored_epoch=4) is None  # a new deployment starts at the savepoint

@@ -1,0 +1,66 @@
+"""A configured deployment: Spark, checkpoint storage and coordinator, pipeline, state backends, sinks."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from config import Settings
+from pipeline.dag import Pipeline
+from pipeline.faults import crashpoint
+from pipeline.lease import DeploymentLease
+from pipeline.partitions import Partitioning
+from pipeline.progress import ProgressStore
+from pipeline.sinks import DeltaSink
+from pipeline.stage import Stage, StageContext
+from state.checkpoint import CheckpointCoordinator, SystemClock, create_coordinator, to_spark_path
+from state.handles import StateHandle
+from state.keyed import KeyedStateBackend
+from state.operator import OperatorStateBackend, OperatorStateStore
+
+
+class CrashAwareCoordinator(CheckpointCoordinator):
+    """The coordinator with the crash point between ``_metadata`` and the store commit."""
+
+    def _commit(self, completed):  # type: ignore[override]
+        crashpoint("after_metadata", int(completed.metadata.epoch))
+        return super()._commit(completed)
+
+
+class Deployment:
+    """Everything one configured deployment needs: Spark, storage, coordinator, pipeline, sinks."""
+
+    def __init__(self, settings: Settings, spark: SparkSession, pipeline: Pipeline, *, clock=None) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.pipeline = pipeline
+        self.clock = clock or SystemClock()
+        self.partitioning = Partitioning.from_settings(settings.partitions)
+        self.coordinator = create_coordinator(
+            settings.checkpoints, spark=spark, clock=self.clock, coordinator_cls=CrashAwareCoordinator
+        )
+        self.storage = self.coordinator.storage
+        self.progress = ProgressStore(self.storage)
+        self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock)
+        self.shared_root = to_spark_path(self.storage.child("shared"))
+        self.parallelism = settings.spark.parallelism
+        warehouse = to_spark_path(settings.warehouse)
+        self.sinks = {s.name: DeltaSink(spark, warehouse, s) for s in pipeline.sinks}
+        self.keyed = {s.name: KeyedStateBackend(spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism) for s in pipeline.stages}
+        self.operator = {s.name: OperatorStateBackend(spark, self.shared_root, s.name) for s in pipeline.stages}
+
+    def context(self, stage: Stage, epoch: int, store: OperatorStateStore | None = None) -> StageContext:
+        info = self.partitioning.info(epoch)
+        keyed = self.keyed[stage.name]
+        keyed.begin_epoch(epoch, info.clock)
+        store = store or OperatorStateStore(self.operator[stage.name], self.parallelism)
+        return StageContext(self.spark, info, keyed, store, self.parallelism, {"settings": self.settings})
+
+    def plan_path(self, source: str, epoch: int) -> str:
+        return self.storage.child("plans", source, f"{epoch:012d}.json")
+
+    def state_handles(self, stage: Stage, store: OperatorStateStore | None = None) -> list[StateHandle]:
+        keyed = self.keyed[stage.name]
+        handles = [keyed.snapshot(d, parallelism=self.parallelism) for d in stage.keyed_state]
+        backend = self.operator[stage.name]
+        handles += [backend.snapshot(d, self.parallelism) for d in stage.operator_state]
+        return handles
