@@ -26,6 +26,11 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+def _stamp() -> dict[str, object]:
+    """When a part starts, and the machine's load average then (the machine may be shared)."""
+    return {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load": [round(x, 2) for x in os.getloadavg()]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {PARTS}")
@@ -51,22 +56,25 @@ def main() -> None:
     path = args.results / "results.json"
     results = load_results(path)
     results["environment"] = {
-        "cpus": os.cpu_count(), "load": [round(x, 2) for x in os.getloadavg()], "master": MASTER,
-        "driver_memory": DRIVER_MEMORY, "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "quick": args.quick,
+        "cpus": os.cpu_count(), "master": MASTER, "driver_memory": DRIVER_MEMORY, "quick": args.quick,
     }
+    measured = results.setdefault("measured", {})  # when each section was measured, and the load then
     if "epochs" in parts:
         for events, count in zip(plan["sizes"], plan["epochs"]):
             section = results.setdefault("epochs", {})
-            measured = epochs.run_size(
+            stamp = _stamp()
+            run = epochs.run_size(
                 events, count, modes=args.modes.split(","), variants=tuple(args.variants.split(",")), work=args.work
             )
-            section.setdefault(str(events), {}).update(measured)  # other modes measured before are kept
+            section.setdefault(str(events), {}).update(run)  # other modes measured before are kept
+            measured.update({f"epochs {events} {mode}": stamp for mode in args.modes.split(",")})
             save_results(path, results)
     if "churn" in parts:
+        measured["churn"] = _stamp()
         results["churn"] = churn.measure(args.work / "churn", plan["churn_keys"], repeats=plan["repeats"])
         save_results(path, results)
     if "state" in parts:
+        measured["state_size"] = _stamp()
         results["state_size"] = state_size.run_sizes(plan["state_sizes"], args.work, repeats=plan["repeats"])
         save_results(path, results)
     for written in write_report(results, args.results):

@@ -89,8 +89,14 @@ def markdown(results: dict[str, Any]) -> str:
     lines = ["# epochal benchmark results", ""]
     env = results.get("environment", {})
     if env:
-        lines += [f"Machine: {env.get('cpus')} CPUs (shared), load average at start {env.get('load')}; "
-                  f"Spark `{env.get('master')}`, driver heap {env.get('driver_memory')}; {env.get('when')}.", ""]
+        lines += [f"Machine: {env.get('cpus')} CPUs (shared); Spark `{env.get('master')}`, "
+                  f"driver heap {env.get('driver_memory')}.", ""]
+    measured = results.get("measured", {})
+    if measured:
+        lines += ["When each section was measured, and the machine's load average (1, 5, 15 min) as it started "
+                  "(a load near 0 is a quiet machine; the figures of a loaded one are slower on both sides):", ""]
+        lines += _table(["section", "started (UTC)", "load average"],
+                        [[name, m.get("when"), m.get("load")] for name, m in sorted(measured.items())])
     lines += ["## Targets", ""]
     lines += _table(["measure", "ratio", "target", "met"],
                     [[t["target"], t["value"], f"<= {t['limit']}", "yes" if t["met"] else "**no**"] for t in targets(results)])

@@ -147,7 +147,8 @@ def check_command(line: str, where: str) -> None:
     if program == "epochal":
         _check_epochal(rest, where)
     elif program == "make":
-        missing = [t for t in rest if not t.startswith("-") and t not in _makefile_targets()]
+        goals = [t for t in rest if not t.startswith("-") and "=" not in t]  # VAR=value sets a make variable
+        missing = [t for t in goals if t not in _makefile_targets()]
         assert not missing, f"{where}: no Makefile target(s) {missing}"
     elif program == "docker" and rest[:1] == ["compose"]:
         _check_compose(rest[1:], where)
