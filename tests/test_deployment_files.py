@@ -5,13 +5,22 @@ interpolated as Compose does with an empty environment (the try-out defaults).
 Dagster's own code validates deploy/dagster.yaml and deploy/workspace.yaml and
 parses every Dagster command line of the compose file; the pipeline's
 configuration is loaded with ``config.load_settings`` in the environment of the
-container that runs it, and compared with the services it names.
+container that runs it, and compared with the services it names. The health
+checks that are Python run here against a fake of what they query; the
+.dockerignore is matched like Docker does against the Dockerfile's COPY
+sources; the README's snippets of deploy/ files are parts of those files.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import os
+import posixpath
 import re
 import shlex
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -119,6 +128,13 @@ def pipeline_settings(service_name: str = "dagster-code"):
 
 
 def test_every_service_has_an_image_health_check_or_a_one_shot_role():
+    """Long-running services restart unless stopped; one-shot jobs retry a failure a few times.
+
+    A one-shot job under ``restart: on-failure:N`` is "restarting", not "exited", between
+    attempts (Docker sets the state under the container's lock), so Compose, which waits for
+    the state "exited" for ``service_completed_successfully``, keeps waiting through the
+    retries and fails only on a last non-zero exit.
+    """
     services = compose()["services"]
     assert set(services) == set(LONG_RUNNING) | set(ONE_SHOT) | set(ON_DEMAND)
     for name, service in services.items():
@@ -132,10 +148,14 @@ def test_every_service_has_an_image_health_check_or_a_one_shot_role():
         if name in LONG_RUNNING:
             test = service.get("healthcheck", {}).get("test")
             assert test and test[0] in {"CMD", "CMD-SHELL"}, f"{name}: a long-running service has a health check"
+            assert service.get("restart") == "unless-stopped", f"{name}: comes back after a crash or a reboot"
         if name in ONE_SHOT:
-            assert service.get("restart") == "no" and "healthcheck" not in service, name
+            retries = re.fullmatch(r"on-failure:(\d+)", str(service.get("restart")))
+            assert retries and 1 <= int(retries.group(1)) <= 10, f"{name}: a bounded number of retries"
+            assert "healthcheck" not in service, name
         if name in ON_DEMAND:
             assert service.get("profiles") == ["tools"], f"{name}: not started by a plain `docker compose up`"
+            assert "restart" not in service, f"{name}: run once (docker compose run --rm)"
         published = {int(str(p).split(":")[0]) for p in service.get("ports", [])}
         assert published == PUBLISHED.get(name, set()), f"{name}: published ports"
         if "build" in service:
@@ -184,6 +204,130 @@ def test_volumes_are_declared_or_files_of_the_repository():
     assert used == declared, "every declared volume is used"
     assert "/var/lib/postgresql/data" in mounts(document["services"]["postgres"])
     assert "/data" in mounts(document["services"]["minio"])
+
+
+# ----------------------------------------------------------------------------- health checks
+
+
+def test_postgres_is_healthy_only_when_it_accepts_tcp_connections():
+    services = compose()["services"]
+    kind, script = services["postgres"]["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    args = shlex.split(script)
+    assert args[0] == "pg_isready"
+    # The image's entrypoint initialises a new data folder with a temporary server on the
+    # Unix socket only (listen_addresses=''): a check over the socket passes against it.
+    assert option(args, "-h", "--host") == "127.0.0.1", "over TCP, not the Unix socket"
+    storage = yaml.safe_load((DEPLOY / "dagster.yaml").read_text())["storage"]["postgres"]["postgres_db"]
+    assert int(option(args, "-p", "--port")) == storage["port"] == 5432
+    assert option(args, "-U", "--username") == '$POSTGRES_USER' and option(args, "-d", "--dbname") == '$POSTGRES_DB'
+    assert {"POSTGRES_USER", "POSTGRES_DB"} <= set(service_env(services["postgres"]))
+
+
+#: What a Spark 3.5 master's http://HOST:8080/json/ answers (org.apache.spark.deploy.JsonProtocol), cut down.
+def _master_state(*workers: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "url": "spark://spark-master:7077",
+        "workers": [
+            {"id": f"worker-20261101000000-{host}-40000", "host": host, "port": 40000,
+             "webuiaddress": f"http://{host}:8081", "cores": 2, "coresused": 0, "coresfree": 2,
+             "memory": 2048, "memoryused": 0, "memoryfree": 2048, "state": state, "lastheartbeat": 1793491200000}
+            for host, state in workers
+        ],
+        "aliveworkers": sum(state == "ALIVE" for _, state in workers),
+        "cores": 2, "coresused": 0, "memory": 2048, "memoryused": 0,
+        "activeapps": [], "completedapps": [], "activedrivers": [], "completeddrivers": [], "status": "ALIVE",
+    }
+
+
+def _run_python_check(service: dict[str, Any], monkeypatch, answer: dict[str, Any] | Exception) -> list[str]:
+    """Run a ``python -c`` health check in this process, urlopen answering ``answer``; the URLs asked."""
+    import urllib.request
+
+    test = service["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"], "python is in the image (python:3.11), curl is not"
+    assert not re.search(r"\bassert\b", test[3]), "python -O would skip an assert: exit with a status"
+    asked: list[str] = []
+
+    def urlopen(url, timeout=None):
+        asked.append(url)
+        assert timeout is not None and timeout < int(service["healthcheck"]["timeout"].rstrip("s"))
+        if isinstance(answer, Exception):
+            raise answer
+        return io.BytesIO(json.dumps(answer).encode())
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    try:
+        exec(compile(test[3], "healthcheck", "exec"), {"__name__": "__main__"})  # noqa: S102 - the compose file's own check
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            raise AssertionError(f"unhealthy: {exc.code}") from exc
+    return asked
+
+
+def test_spark_worker_is_healthy_only_once_registered_with_the_master(monkeypatch):
+    import urllib.error
+
+    services = compose()["services"]
+    worker, master = services["spark-worker"], services["spark-master"]
+    host = option(argv(worker), "--host")
+    asked = _run_python_check(worker, monkeypatch, _master_state((host, "ALIVE")))
+    url = urlparse(asked[0])
+    assert url.hostname == "spark-master" and url.port == int(option(argv(master), "--webui-port")), asked
+    assert url.path == "/json/"
+    _run_python_check(worker, monkeypatch, _master_state((host, "DEAD"), (host, "ALIVE")))  # re-registered
+    not_registered = {
+        "no worker yet": _master_state(),
+        "only another worker": _master_state(("other-worker", "ALIVE")),
+        "lost": _master_state((host, "DEAD")),
+        "master not answering": urllib.error.URLError("connection refused"),
+    }
+    for what, answer in not_registered.items():
+        with pytest.raises((AssertionError, OSError)):
+            _run_python_check(worker, monkeypatch, answer)
+            pytest.fail(f"healthy while {what}")
+    master_asked = _run_python_check(master, monkeypatch, _master_state())
+    assert urlparse(master_asked[0]).port == int(option(argv(master), "--webui-port"))
+
+
+def _worker_opts() -> dict[str, str]:
+    opts = shlex.split(service_env(compose()["services"]["spark-worker"])["SPARK_WORKER_OPTS"])
+    assert all(o.startswith("-D") and "=" in o for o in opts), opts
+    return dict(o[2:].split("=", 1) for o in opts)
+
+
+def test_spark_worker_cleans_up_finished_applications():
+    opts = _worker_opts()
+    assert opts["spark.worker.cleanup.enabled"] == "true"
+    interval, ttl = int(opts["spark.worker.cleanup.interval"]), int(opts["spark.worker.cleanup.appDataTtl"])
+    assert 60 <= interval <= ttl <= 7 * 24 * 3600
+    work_dir = option(argv(compose()["services"]["spark-worker"]), "--work-dir")
+    assert mounts(compose()["services"]["spark-worker"])[work_dir] == "spark-work", "what it cleans is a volume"
+
+
+def test_spark_class_passes_the_worker_options_to_the_worker_jvm():
+    """spark-class builds the Worker's JVM command with Spark's launcher: SPARK_WORKER_OPTS is in it."""
+    import pyspark
+
+    java = shutil.which("java", path=f"{os.environ.get('JAVA_HOME', '')}/bin") or shutil.which("java")
+    if java is None:
+        pytest.skip("no java here")
+    home = Path(pyspark.__file__).parent
+    worker = compose()["services"]["spark-worker"]
+    args = argv(worker)
+    assert args[0] == "spark-class" and (home / "bin" / "spark-class").is_file()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
+    # what bin/spark-class and bin/load-spark-env.sh set before they run the launcher
+    env |= {"SPARK_HOME": str(home), "SPARK_SCALA_VERSION": "2.12", **service_env(worker)}
+    out = subprocess.run(
+        [java, "-Xmx64m", "-cp", str(home / "jars" / "*"), "org.apache.spark.launcher.Main", *args[1:]],
+        env=env, capture_output=True, check=True, timeout=120,
+    ).stdout.decode()
+    command = [part for part in out.split("\0") if part.strip()]
+    main = command.index("org.apache.spark.deploy.worker.Worker")
+    assert command[main:] == args[1:]
+    for key, value in _worker_opts().items():
+        assert f"-D{key}={value}" in command[:main], command
 
 
 # ----------------------------------------------------------------------------- Dagster
@@ -444,3 +588,4 @@ def test_dockerfile_and_deploy_extra_are_in_step_with_pyproject():
     assert deploy["dagster-postgres"] == f"0.{int(minor) + 16}.{patch}"
     assert any(d.startswith("s3fs") for d in project["dependencies"]), "s3:// checkpoints work in every install"
     assert "dagster-postgres" not in " ".join(project["optional-dependencies"]["test"]), "make test stays light"
+
