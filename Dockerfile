@@ -4,7 +4,8 @@
 # (hadoop-aws, aws-java-sdk-bundle) named in deploy/epochal-compose.yaml. A container
 # resolves them from that cache: nothing is downloaded when it starts.
 # docker-compose.yml runs this one image as the Dagster code server, webserver and daemon,
-# the Spark master and worker, and the demo.
+# the Spark master and worker, and the demo. The build context is only what is copied
+# below (.dockerignore): no virtualenv, .git, local data or .env reaches the build.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \

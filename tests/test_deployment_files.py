@@ -589,3 +589,81 @@ def test_dockerfile_and_deploy_extra_are_in_step_with_pyproject():
     assert any(d.startswith("s3fs") for d in project["dependencies"]), "s3:// checkpoints work in every install"
     assert "dagster-postgres" not in " ".join(project["optional-dependencies"]["test"]), "make test stays light"
 
+
+# ----------------------------------------------------------------------------- .dockerignore
+
+
+def _dockerignore() -> list[tuple[bool, re.Pattern]]:
+    """The patterns of .dockerignore as Docker reads them: (exception?, regex), in order."""
+    patterns = []
+    for line in (ROOT / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        exception = line.startswith("!")
+        pattern = posixpath.normpath(line.lstrip("!").strip()).lstrip("/")
+        regex, i = "", 0
+        while i < len(pattern):
+            if pattern.startswith("**/", i):
+                regex, i = regex + "(?:.*/)?", i + 3
+            elif pattern.startswith("**", i):
+                regex, i = regex + ".*", i + 2
+            elif pattern[i] == "*":
+                regex, i = regex + "[^/]*", i + 1
+            elif pattern[i] == "?":
+                regex, i = regex + "[^/]", i + 1
+            elif pattern[i] == "[":
+                end = pattern.index("]", i)
+                regex, i = regex + pattern[i : end + 1], end + 1
+            else:
+                regex, i = regex + re.escape(pattern[i]), i + 1
+        patterns.append((exception, re.compile(regex)))
+    return patterns
+
+
+def left_out(path: str, patterns: list[tuple[bool, re.Pattern]]) -> bool:
+    """Docker's rule: the last pattern matching the path or one of its parent folders decides."""
+    parts = path.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    out = False
+    for exception, regex in patterns:
+        if any(regex.fullmatch(c) for c in candidates):
+            out = not exception
+    return out
+
+
+def _copy_sources() -> list[str]:
+    sources = []
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith(("COPY ", "ADD ")):
+            args = [a for a in shlex.split(line)[1:] if not a.startswith("--")]
+            sources += args[:-1]
+    return sources
+
+
+def test_dockerignore_sends_what_the_image_needs_and_nothing_else():
+    patterns = _dockerignore()
+    sources = _copy_sources()
+    assert set(sources) == {"pyproject.toml", "README.md", "config", "state", "pipeline", "orchestration", "deploy"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["readme"] in sources, "pip install . reads the readme"
+    for prefix in project["tool"]["setuptools"]["packages"]["find"]["include"]:
+        assert prefix.rstrip("*") in sources, f"the package {prefix} is copied"
+    for source in sources:
+        assert not left_out(source, patterns), f"{source} is left out of the build context"
+        path = ROOT / source
+        files = [f for f in path.rglob("*") if f.is_file()] if path.is_dir() else [path]
+        for file in files:
+            name = file.relative_to(ROOT).as_posix()
+            if "__pycache__" in file.parts or file.suffix in {".pyc", ".pyo"}:
+                assert left_out(name, patterns), name
+            else:
+                assert not left_out(name, patterns), f"{name} is needed by the image but left out"
+    for entry in ROOT.iterdir():  # whatever else is here, now or later, stays out
+        if entry.name not in sources:
+            assert left_out(entry.name, patterns), f"{entry.name} is sent to the Docker build"
+    for name in (".venv/bin/python", ".git/HEAD", ".env", "data/demo/x", "tests/test_docs.py", "bench/README.md",
+                 "bench/results/results.json", "docs/images/lineage.png", ".pytest_cache/v/x", ".hypothesis/x",
+                 "epochal.egg-info/PKG-INFO", "spark-warehouse/t/x.parquet", "state/__pycache__/x.cpython-311.pyc",
+                 "pipeline/x.pyc", "orchestration/.pytest_cache/x", "config/spark-warehouse/x", "Makefile"):
+        assert left_out(name, patterns), f"{name} is sent to the Docker build"
