@@ -590,6 +590,54 @@ def test_dockerfile_and_deploy_extra_are_in_step_with_pyproject():
     assert "dagster-postgres" not in " ".join(project["optional-dependencies"]["test"]), "make test stays light"
 
 
+# ----------------------------------------------------------------------------- README snippets of deploy/
+
+
+def _not_in(part: Any, whole: Any, path: str = "") -> list[str]:
+    """Where ``part`` is not a sub-mapping of ``whole`` (mappings: a subset of keys; the rest: equal)."""
+    if isinstance(part, dict):
+        if not isinstance(whole, dict):
+            return [f"{path or '<root>'}: a mapping in the README, {type(whole).__name__} in the file"]
+        missing = [f"{path}{key}: not in the file" for key in part if key not in whole]
+        return missing + [d for key in part if key in whole for d in _not_in(part[key], whole[key], f"{path}{key}.")]
+    if isinstance(part, list):
+        if not isinstance(whole, list) or len(part) != len(whole):
+            return [f"{path.rstrip('.')}: {part!r} in the README, {whole!r} in the file"]
+        return [d for i, (p, w) in enumerate(zip(part, whole)) for d in _not_in(p, w, f"{path}{i}.")]
+    return [] if part == whole else [f"{path.rstrip('.')}: {part!r} in the README, {whole!r} in the file"]
+
+
+def _readme_yaml_after(marker: str) -> list[Any]:
+    """The YAML of the first fenced block after each ``marker`` (a yaml block, in the same paragraph or the next)."""
+    text = (ROOT / "README.md").read_text()
+    found = []
+    for start in [m.start() for m in re.finditer(re.escape(marker), text)]:
+        block = re.compile(r"^```(?P<lang>[^\s`]*)[^\n]*\n(?P<body>.*?)^```", re.M | re.S).search(text, start)
+        between = text[start : block.start()] if block else ""
+        assert block and block.group("lang") == "yaml" and "\n\n\n" not in between and "\n#" not in between, (
+            f"no yaml block right after {marker!r}"
+        )
+        found.append(yaml.safe_load(block.group("body")))
+    return found
+
+
+def test_readme_shows_parts_of_the_deployed_files():
+    (pipeline,) = _readme_yaml_after("**The pipeline's configuration** is `deploy/epochal-compose.yaml`")
+    deployed = yaml.safe_load((DEPLOY / "epochal-compose.yaml").read_text())
+    assert not _not_in(pipeline, deployed), _not_in(pipeline, deployed)
+    instance = _readme_yaml_after("<!-- doctest: dagster.yaml -->")
+    assert instance, "the README shows the run limits of deploy/dagster.yaml"
+    dagster_yaml = yaml.safe_load((DEPLOY / "dagster.yaml").read_text())
+    for snippet in instance:
+        assert not _not_in(snippet, dagster_yaml), _not_in(snippet, dagster_yaml)
+    # the comparison catches a value, a key or a list that differs
+    assert _not_in({"checkpoints": {"retain": 4}}, deployed) == ["checkpoints.retain: 4 in the README, 3 in the file"]
+    assert _not_in({"spark": {"conf": {"spark.no.such": 1}}}, deployed) == ["spark.conf.spark.no.such: not in the file"]
+    limits = dagster_yaml["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert _not_in({"concurrency": {"runs": {"tag_concurrency_limits": limits * 2}}}, dagster_yaml)
+    assert _not_in({"concurrency": {"runs": {"tag_concurrency_limits": [{**limits[0], "limit": 2}]}}}, dagster_yaml)
+
+
 # ----------------------------------------------------------------------------- .dockerignore
 
 
