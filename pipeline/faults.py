@@ -27,6 +27,7 @@ POINTS = (
     "in_sink",
     "in_retention",
     "in_savepoint",
+    "in_restore",
     "after_epoch",
 )
 

@@ -3,12 +3,19 @@
 ``in_progress`` is set before an epoch touches anything and cleared when every
 write of the epoch is done; a run that finds it set knows the last run died
 mid-epoch and restores the latest completed checkpoint before going on.
+
+``restoring`` is set before a restore touches anything (state tables, the
+completed-checkpoint store, sinks) and cleared with the new position when it is
+done; a run that finds it set knows a restore died half-way and does it again
+(a restore is idempotent: Delta ``RESTORE``/overwrite to a fixed snapshot,
+sinks rewound to a fixed epoch) before going on.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from pipeline.errors import PipelineError
 from state.checkpoint.storage import CheckpointStorage
@@ -20,10 +27,13 @@ PROGRESS_FILE = "progress.json"
 class Progress:
     last_done_epoch: int | None = None
     in_progress: int | None = None
+    #: An unfinished restore, checked and chosen: ``{"pointer": id or path, "parallelism": int or None}``
+    #: or ``{"empty": true}`` (see :meth:`ProgressStore.restoring`).
+    restoring: dict[str, Any] | None = None
 
     @property
     def clean(self) -> bool:
-        return self.in_progress is None
+        return self.in_progress is None and self.restoring is None
 
 
 class ProgressStore:
@@ -31,15 +41,22 @@ class ProgressStore:
         self._storage = storage
         self._path = storage.child(PROGRESS_FILE)
 
+    def exists(self) -> bool:
+        """False when no run ever started here, or the file was deleted."""
+        return self._storage.exists(self._path)
+
     def load(self) -> Progress:
         if not self._storage.exists(self._path):
             return Progress()
         raw = self._storage.read(self._path)
         try:
             data = json.loads(raw)
-            progress = Progress(data.get("last_done_epoch"), data.get("in_progress"))
-            if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in asdict(progress).values()):
+            progress = Progress(data.get("last_done_epoch"), data.get("in_progress"), data.get("restoring"))
+            epochs = (progress.last_done_epoch, progress.in_progress)
+            if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in epochs):
                 raise ValueError(f"epochs must be null or integers >= 0, got {data}")
+            if progress.restoring is not None and not isinstance(progress.restoring, dict):
+                raise ValueError(f"restoring must be null or an object, got {progress.restoring!r}")
         except (ValueError, AttributeError) as exc:
             raise PipelineError(
                 f"the run position file {self._path} is corrupt ({type(exc).__name__}: {exc}; {len(raw)} bytes): "
@@ -53,6 +70,10 @@ class ProgressStore:
 
     def start(self, epoch: int) -> None:
         self.save(Progress(self.load().last_done_epoch, epoch))
+
+    def restoring(self, target: dict[str, Any], *, last_done_epoch: int | None) -> None:
+        """Mark a restore as started (before it changes anything); :meth:`reset` ends it."""
+        self.save(Progress(last_done_epoch, None, dict(target)))
 
     def done(self, epoch: int) -> None:
         self.save(Progress(epoch, None))

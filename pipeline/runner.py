@@ -89,18 +89,16 @@ class EpochRunner:
         that run in order (a Dagster backfill runs one partition per run).
         """
         report = RunReport()
+        report.restored, recovered_by_backfill = self._recover_before_run(from_)
         progress = self.d.progress.load()
-        if not progress.clean:
-            log.warning("the last run died in epoch %s: restoring the latest completed checkpoint", progress.in_progress)
-            report.restored = self.restore()
-            progress = self.d.progress.load()
         position = progress.last_done_epoch
         if position is None and progress.clean and report.restored is None and self.d.coordinator.store.latest() is None:
             refuse_written_sinks(self.d.sinks, self.d.storage.base_url)  # never start from empty state silently
         if from_ is not None:
             first = self.d.partitioning.epoch(from_)
-            if position is not None and first <= position:
-                report.restored = self.restore_before(first)
+            if recovered_by_backfill or (position is not None and first <= position):
+                if not recovered_by_backfill:
+                    report.restored = self.restore_before(first)
                 restored_epoch = report.restored["epoch"]
                 # A checkpoint older than from_ - 1 (interval > 1, or a savepoint): replay up to from_ too.
                 first = 0 if restored_epoch is None else min(first, restored_epoch + 1)
@@ -302,23 +300,63 @@ class EpochRunner:
             return
         release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage)
 
+    def _recover_before_run(self, from_: str | None) -> tuple[dict[str, Any] | None, bool]:
+        """Restore first if the last run or restore died (or the run position file is gone).
+
+        Returns what was restored, and whether it was the backfill's own restore: with
+        ``from_`` at or before what the dead run touched, the backfill restores the newest
+        checkpoint before ``from_`` instead (also the way out when no later one is usable).
+        """
+        progress = self.d.progress.load()
+        backfill = None if from_ is None else self.d.partitioning.epoch(from_)
+        if not progress.clean and backfill is not None and backfill <= _in_flight(progress):
+            log.warning("the last run or restore did not finish; the backfill from %s restores first", from_)
+            return self.restore_before(backfill), True
+        if not progress.clean:
+            return self.recover(progress), False
+        if not self.d.progress.exists() and self.d.coordinator.store.latest() is not None:
+            log.warning("the run position file %s is missing while checkpoints exist: restoring the latest completed "
+                        "checkpoint (state and sinks), as after a crash", self.d.storage.child("progress.json"))
+            return self.restore(), False
+        return None, False
+
+    def recover(self, progress) -> dict[str, Any]:
+        """After a run that died mid-epoch, or a restore that died half-way: restore again."""
+        target = progress.restoring
+        if target is None:
+            log.warning("the last run died in epoch %s: restoring the latest completed checkpoint", progress.in_progress)
+            # Never forward: a savepoint of a later epoch (kept after an older restore) is not where the state was.
+            return self.restore(max_epoch=progress.in_progress)
+        log.warning("the last restore (%s) did not finish: doing it again", json.dumps(target, sort_keys=True))
+        if target.get("empty"):
+            return self._restore_empty()
+        return self.restore(target.get("pointer"), parallelism=target.get("parallelism"))
+
     @leased("restore")
-    def restore(self, pointer: str | int | None = None, *, parallelism: int | None = None) -> dict[str, Any]:
+    def restore(
+        self, pointer: str | int | None = None, *, parallelism: int | None = None, max_epoch: int | None = None
+    ) -> dict[str, Any]:
         """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
 
         Every handle is checked before anything changes; a latest checkpoint that is
         corrupt or incomplete is skipped with a warning naming it (see ``state.restore``).
+        ``max_epoch`` bounds the latest (crash recovery never restores a later epoch than
+        the one in flight). ``progress.json`` records the restore before it changes
+        anything, so a restore that dies half-way is done again by the next run.
         """
         from state.restore import restore_state
 
-        try:
-            position = self.d.progress.load().last_done_epoch  # where the sinks are
-        except PipelineError:  # a corrupt position file: restore rewrites it
-            position = None
+        position = self._sinks_position()
+
+        def record(chosen: str | None) -> None:  # checked, nothing changed yet
+            target = {"empty": True} if chosen is None else {"pointer": chosen, "parallelism": parallelism}
+            self.d.progress.restoring(target, last_done_epoch=position)
+
         result = restore_state(
             self.d.spark, self.d.coordinator, pointer, targets=self._targets(),
-            working_root=self.d.shared_root, parallelism=parallelism,
+            working_root=self.d.shared_root, parallelism=parallelism, max_epoch=max_epoch, before_changes=record,
         )
+        crashpoint("in_restore", None if result.started_empty else int(result.epoch))
         self._reset_backends()
         epoch = None if result.started_empty else int(result.epoch)
         self._drop_checkpoints_after(epoch)
@@ -378,10 +416,18 @@ class EpochRunner:
                 log.warning("skipping %s", skipped[-1])
         raise PipelineError(f"no usable checkpoint or savepoint before the backfill's start ({'; '.join(skipped)})")
 
+    def _sinks_position(self) -> int | None:
+        """Where the sinks are (the last epoch done), None if unknown."""
+        try:
+            return self.d.progress.load().last_done_epoch
+        except PipelineError:  # a corrupt position file: restore rewrites it
+            return None
+
     def _restore_empty(self) -> dict[str, Any]:
         """Empty state (a backfill from the first partition); the tables keep their history."""
         from state.restore import reset_to_empty
 
+        self.d.progress.restoring({"empty": True}, last_done_epoch=self._sinks_position())
         reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root)
         self._reset_backends()
         self._drop_checkpoints_after(None)
@@ -427,11 +473,16 @@ class EpochRunner:
         d = self.d
         progress = d.progress.load()
         if not progress.clean:
-            self.restore()
+            self.recover(progress)
             progress = d.progress.load()
         epoch = progress.last_done_epoch
         if epoch is None:
             raise PipelineError("nothing to save: no epoch has run yet (run some partitions first)")
+        from state.retention import discard_abandoned_savepoints
+
+        # A savepoint that died before its commit frees its name (and its copy) now.
+        in_flight = [p.checkpoint_id for p in d.coordinator.pending_checkpoints()]
+        discard_abandoned_savepoints(d.storage, d.coordinator.store, in_flight)
         tasks = [f"stage:{s.name}" for s in d.pipeline.ordered_stages]
         positions = {s.name: {"epoch": epoch, "partition": d.partitioning.key(epoch)} for s in d.pipeline.sources}
         result = d.coordinator.trigger_savepoint(epoch, tasks, positions, name=name, max_parallelism=d.pipeline.max_parallelism)
@@ -454,3 +505,11 @@ class EpochRunner:
             "partition": d.partitioning.key(epoch),
             "path": completion.completed.metadata_path.rsplit("/", 1)[0],
         }
+
+
+def _in_flight(progress) -> float:
+    """The latest epoch an unfinished run or restore may have touched (any, for a restore)."""
+    if progress.restoring is not None:
+        return float("inf")
+    epochs = [e for e in (progress.in_progress, progress.last_done_epoch) if e is not None]
+    return max(epochs, default=-1)

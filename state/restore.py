@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,9 +136,11 @@ class _Chosen:
     skipped: tuple[SkippedCheckpoint, ...] = ()
 
 
-def _choose(catalog: _Catalog, pointer: str | int | None, options: RestoreOptions) -> _Chosen | None:
+def _choose(
+    catalog: _Catalog, pointer: str | int | None, options: RestoreOptions, max_epoch: int | None = None
+) -> _Chosen | None:
     if pointer is None:
-        return _choose_latest(catalog, options)
+        return _choose_latest(catalog, options, max_epoch)
     return _choose_pointer(catalog, pointer, options)
 
 
@@ -161,8 +163,18 @@ def _choose_pointer(catalog: _Catalog, pointer: str | int, options: RestoreOptio
         ) from exc
 
 
-def _choose_latest(catalog: _Catalog, options: RestoreOptions) -> _Chosen | None:
-    entries = sorted(catalog.store.all(), key=lambda e: int(e.checkpoint_id), reverse=True)
+def _choose_latest(catalog: _Catalog, options: RestoreOptions, max_epoch: int | None = None) -> _Chosen | None:
+    retained = catalog.store.all()
+    entries = sorted(
+        (e for e in retained if max_epoch is None or int(e.metadata.epoch) <= max_epoch),
+        key=lambda e: int(e.checkpoint_id), reverse=True,
+    )
+    if retained and not entries:
+        raise NoRestorableCheckpoint(
+            f"No retained checkpoint or savepoint is of epoch {max_epoch} or before "
+            f"(retained: {sorted(int(e.metadata.epoch) for e in retained)}): refusing to restore a later epoch.",
+            action=f"restore one explicitly ({_LIST}).",
+        )
     if not entries:
         if catalog.anything_completed():
             raise NoRestorableCheckpoint(
@@ -330,6 +342,8 @@ def restore_state(
     working_root: str | None = None,
     parallelism: int | None = None,
     allow_non_restored_state: bool = False,
+    max_epoch: int | None = None,
+    before_changes: Callable[[str | None], None] | None = None,
 ) -> RestoreResult:
     """Restore the working state tables from a checkpoint or savepoint (see the module docstring).
 
@@ -339,12 +353,18 @@ def restore_state(
     migration, max parallelism); without them every handle is restored to
     ``<working_root>/<stage>/<state>`` (default ``<checkpoints>/shared``).
     ``parallelism``: the parallelism the pipeline will run with (rescale).
+    ``max_epoch``: without a pointer, only checkpoints of this epoch or before.
+    ``before_changes``: called once the checkpoint is chosen and checked, before
+    anything changes, with the chosen pointer (None: empty state), so that a
+    caller can record the restore and redo it after a crash.
     """
     if parallelism is not None and parallelism < 1:
         raise RescaleError(f"Parallelism must be at least 1, not {parallelism}.", parallelism=parallelism)
     catalog = _Catalog(source)
     options = _options(catalog, targets, working_root, parallelism, allow_non_restored_state)
-    chosen = _choose(catalog, pointer, options)
+    chosen = _choose(catalog, pointer, options, max_epoch)
+    if before_changes is not None:
+        before_changes(None if chosen is None else chosen.pointer)
     if chosen is None:
         return _start_empty(spark, options, parallelism)
     _run_hooks(catalog, chosen, allow_non_restored_state)
