@@ -152,9 +152,20 @@ def cmd_savepoint(args) -> Any:
 
 
 def cmd_restore(args) -> Any:
+    if args.savepoint is not None and _reads_as_checkpoint(args.savepoint):
+        raise CliError(
+            f"--savepoint {args.savepoint!r} names a checkpoint, not a savepoint: "
+            f"use --checkpoint {args.savepoint.removeprefix('chk-')} (see `epochal checkpoints list`)"
+        )
     runner = _runner(_settings(args))
     pointer = args.savepoint or args.checkpoint
     return runner.restore(pointer, parallelism=args.parallelism)
+
+
+def _reads_as_checkpoint(text: str) -> bool:
+    """A bare id or ``chk-<id>``: what ``--checkpoint`` takes (a path to a chk- folder is fine for --savepoint)."""
+    text = text.strip().rstrip("/")
+    return text.isdigit() or (text.startswith("chk-") and text[4:].isdigit())
 
 
 def cmd_state(args) -> Any:

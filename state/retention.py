@@ -28,6 +28,7 @@ it keeps covering every retained version.
     _delete_subsumed_dirs     chk-<id>/ of checkpoints awaiting release (_metadata, full-mode copies)
     store.mark_released       only after both succeeded
     _delete_uncommitted_dirs  chk-<id>/ of failed completions (not in the store, not pending)
+    discard_abandoned_savepoints  savepoint folders still marked in progress, not committed, not pending
 
 Crash safety and idempotence: what is needed is computed from committed state
 (the store, the Delta logs) before anything is deleted, and only files outside
@@ -54,7 +55,7 @@ from state.checkpoint.completed import CompletedCheckpoint
 from state.checkpoint.coordinator import CheckpointCoordinator
 from state.checkpoint.pending import PendingCheckpoint
 from state.checkpoint.resolve import CheckpointResolver
-from state.checkpoint.storage import CheckpointStorage
+from state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage
 from state.checkpoint.store import CompletedCheckpointStore
 from state.errors import EpochalStateError
 from state.handles import StateHandle
@@ -205,6 +206,38 @@ def _delete_uncommitted_dirs(
     return deleted
 
 
+def discard_abandoned_savepoints(
+    storage: CheckpointStorage, store: CompletedCheckpointStore, pending_ids: Iterable[int] = ()
+) -> list[str]:
+    """Delete the savepoint folders whose savepoint died before its commit; return them.
+
+    Only folders epochal marked (:data:`SAVEPOINT_IN_PROGRESS`, written before any
+    copy) are candidates, so a savepoint folder of another deployment in a shared
+    savepoints directory is never touched. A marked folder whose savepoint was
+    committed (the process died just after the commit) only loses its marker.
+    """
+    skip = {int(i) for i in pending_ids}
+    deleted = []
+    for name in storage.list_savepoints():
+        folder = storage.savepoint_dir(name)
+        marker = f"{folder}/{SAVEPOINT_IN_PROGRESS}"
+        if not storage.exists(marker):
+            continue
+        try:
+            checkpoint_id = int(storage.read(marker).decode() or 0)
+        except (ValueError, EpochalStateError):
+            checkpoint_id = 0
+        if checkpoint_id in skip:
+            continue
+        if checkpoint_id and store.get(checkpoint_id) is not None:
+            storage.delete_tree(marker)
+            continue
+        log.warning("deleting %s: savepoint %s was abandoned before its commit", folder, checkpoint_id or name)
+        storage.delete_tree(folder)
+        deleted.append(folder)
+    return deleted
+
+
 # ----------------------------------------------------------------------------- entry
 
 
@@ -234,6 +267,7 @@ def release_subsumed(
         released = tuple(int(e.checkpoint_id) for e in awaiting)
         store.mark_released(released)
     uncommitted = _delete_uncommitted_dirs(storage, store, [p.checkpoint_id for p in pending])
+    uncommitted += discard_abandoned_savepoints(storage, store, [p.checkpoint_id for p in pending])
     report = RetentionReport(released, tuple(dirs), tuple(uncommitted), tuple(tables))
     if errors:
         raise RetentionError(

@@ -39,3 +39,17 @@ def test_the_cli_refuses_a_bad_name_before_starting_spark(name, capsys) -> None:
     assert caught.value.code == 2
     err = capsys.readouterr().err
     assert "argument --name" in err and "Invalid savepoint name" in err and "nonexistent" not in err
+
+
+@pytest.mark.parametrize("name", ["7", "chk-7", "ab\n"], ids=repr)
+def test_a_savepoint_name_never_reads_as_a_checkpoint_pointer(name) -> None:
+    coordinator = create_in_memory_coordinator(CheckpointSettings(), clock=ManualClock())
+    with pytest.raises(InvalidSavepointName, match="Invalid savepoint name"):
+        coordinator.trigger_savepoint(0, ["stage:x"], {}, name=name)
+
+
+@pytest.mark.parametrize("pointer", ["3", "chk-3"])
+def test_restore_savepoint_refuses_a_checkpoint_pointer(pointer, capsys) -> None:
+    assert main(["restore", "--savepoint", pointer, "--config", "/nonexistent.yaml"]) != 0
+    err = capsys.readouterr().err
+    assert "names a checkpoint, not a savepoint" in err and "--checkpoint 3" in err

@@ -43,7 +43,7 @@ from state.checkpoint.pending import AckResult, CheckpointSpec, PendingCheckpoin
 from state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason as Reason
 from state.checkpoint.resolve import CheckpointResolver
 from state.checkpoint.stats import CheckpointStatsTracker
-from state.checkpoint.storage import CheckpointStorage, validate_name
+from state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage, validate_name
 from state.checkpoint.store import CompletedCheckpointStore
 from state.handles import StateHandle
 from state.ids import CheckpointId, Epoch
@@ -262,10 +262,13 @@ class CheckpointCoordinator:
 
     def _check_savepoint_name(self, name: str) -> None:
         taken = any(p.spec.savepoint_name == name for p in self._pending.values())
-        if taken or self._storage.exists(self._storage.savepoint_metadata_path(validate_name(name))):
+        folder = self._storage.savepoint_dir(validate_name(name))
+        if taken or self._storage.exists(f"{folder}/_metadata"):
+            abandoned = not taken and self._storage.exists(f"{folder}/{SAVEPOINT_IN_PROGRESS}")
             raise SavepointAlreadyExists(
-                f"A savepoint named {name!r} already exists at {self._storage.savepoint_dir(name)}.",
-                action="choose another savepoint name.",
+                f"A savepoint named {name!r} already exists at {folder}"
+                + (" (abandoned half-way: retention deletes it)." if abandoned else "."),
+                action="choose another savepoint name" + (", or run retention first." if abandoned else "."),
                 name=name,
             )
 
@@ -317,6 +320,8 @@ class CheckpointCoordinator:
             self._fail(pending, self._failure(checkpoint_id, Reason.TRIGGER_HOOK_FAILED, exc.message))
             return TriggerResult(failure=pending.failure)
         pending = PendingCheckpoint(self._spec(request, checkpoint_id, hook_states))
+        if pending.is_savepoint:  # before anything is copied into the folder (see retention)
+            self._storage.write_atomic(f"{pending.spec.location}/{SAVEPOINT_IN_PROGRESS}", str(checkpoint_id).encode())
         self._pending[checkpoint_id] = pending
         return TriggerResult(pending=pending)
 
@@ -382,6 +387,8 @@ class CheckpointCoordinator:
         return self._store.add(completed)
 
     def _after_commit(self, pending: PendingCheckpoint, metadata: CheckpointMetadata) -> None:
+        if pending.is_savepoint:
+            self._storage.delete_tree(f"{pending.spec.location}/{SAVEPOINT_IN_PROGRESS}")
         pending.mark_completed(metadata.completed_at)
         self._forget(pending)
         self._last_completion, self._last_completion_known = metadata.completed_at, True

@@ -34,6 +34,9 @@ from state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError, 
 from state.ids import CheckpointId
 
 METADATA_FILE = "_metadata"
+#: In a savepoint folder while the savepoint is being taken: removed once it is committed.
+#: A folder that still has it and is not committed was abandoned (the process died).
+SAVEPOINT_IN_PROGRESS = "_in_progress"
 CHECKPOINT_PREFIX = "chk-"
 _CHECKPOINT_DIR = re.compile(r"^chk-(\d+)$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
@@ -60,12 +63,21 @@ class CheckpointPointer:
 
 
 def validate_name(name: str, *, what: str = "savepoint name") -> str:
-    """Return ``name`` if it is one safe path segment, else raise InvalidSavepointName."""
-    if not isinstance(name, str) or not _SAFE_NAME.match(name) or ".." in name:
+    """Return ``name`` if it is one safe path segment, else raise InvalidSavepointName.
+
+    A savepoint name must also not read as a checkpoint pointer (``7``, ``chk-7``).
+    """
+    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or ".." in name:
         raise InvalidSavepointName(
             f"Invalid {what} {name!r}: use 1-128 letters, digits, '_', '-', '.', starting with a letter "
             "or digit, without '..' or '/'.",
             action=f"choose another {what}.",
+            name=name,
+        )
+    if what == "savepoint name" and (name.isdigit() or _CHECKPOINT_DIR.fullmatch(name)):
+        raise InvalidSavepointName(
+            f"Invalid {what} {name!r}: it reads as a checkpoint (an id or a chk-<id> folder).",
+            action=f"choose another {what}, with a letter in it.",
             name=name,
         )
     return name
