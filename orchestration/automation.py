@@ -4,7 +4,9 @@ Neither starts Spark: they read the checkpoint storage (fsspec) only.
 
 The schedule is Flink's CheckpointCoordinatorDeActivator in spirit: while the
 pipeline is failed (the failure manager gave up) it triggers nothing and says
-why in its skip reason, until a restore or a manual run clears the failure.
+why in its skip reason, until a restore or a successful manual run clears the
+failure. A scheduled run that starts while the pipeline is failed fails with the
+reason (see ``orchestration.epoch``); a re-execution or retry of one is manual.
 
 The savepoint sensor fires a ``savepoint`` run for three reasons, each with a
 run key so that it never fires twice for the same reason:

@@ -11,8 +11,11 @@ def _num(value: Any) -> dg.MetadataValue:
     return dg.MetadataValue.float(float(value)) if isinstance(value, float) else dg.MetadataValue.int(int(value))
 
 
-def checkpoint_metadata(report) -> dict[str, Any]:
-    """The ``checkpoint`` asset: id, epoch, durations, state rows and bytes, bytes written, ``_metadata``."""
+def checkpoint_metadata(report, checkpoint_duration_s: float | None = None) -> dict[str, Any]:
+    """The ``checkpoint`` asset: id, epoch, durations, state rows and bytes, bytes written, ``_metadata``.
+
+    ``checkpoint_duration_s`` is the checkpoint's own time, trigger to end (from its statistics).
+    """
     meta: dict[str, Any] = {
         "epoch": _num(report.epoch),
         "partition": dg.MetadataValue.text(report.partition),
@@ -21,6 +24,8 @@ def checkpoint_metadata(report) -> dict[str, Any]:
     }
     if report.checkpoint_id is not None:
         meta["checkpoint_id"] = _num(report.checkpoint_id)
+    if checkpoint_duration_s is not None:
+        meta["checkpoint_duration_s"] = _num(float(checkpoint_duration_s))
     if report.checkpoint_status == "completed":
         meta.update({
             "state_rows": _num(report.state_rows),
