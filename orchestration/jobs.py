@@ -2,7 +2,10 @@
 
 Each records what it did as asset events (observations on the state's assets
 and the checkpoint), so the state tables' history in the UI shows restores and
-savepoints. Both use the ``epochal`` pool: they never overlap an epoch.
+savepoints. A restore also marks the partitions after the restored epoch out of
+date (their sink rows were rewound). Both use the ``epochal`` pool: they never
+overlap an epoch. A bad run config (a checkpoint id, savepoint path, parallelism
+or savepoint name) fails the run with one message saying what to do.
 """
 
 
@@ -11,9 +14,17 @@ from typing import Optional
 import dagster as dg
 
 from orchestration.assets import CHECKPOINT, DEPLOYMENT_TAG, POOL
+from orchestration.epoch import mark_out_of_date, operator_failure
 from orchestration.metadata import restore_metadata
 from orchestration.resources import EpochalResource
 from pipeline.errors import PipelineError
+from state.errors import EpochalStateError
+
+RESTORE_HINT = (
+    "check the restore config: `epochal checkpoints list` shows the checkpoint ids and savepoint paths "
+    "that can be restored; parallelism is between 1 and the pipeline's max parallelism."
+)
+SAVEPOINT_HINT = "check the savepoint name (one path segment, not taken yet) and that an epoch has run."
 
 
 class RestoreConfig(dg.Config):
@@ -41,10 +52,11 @@ def restore_state(context: dg.OpExecutionContext, config: RestoreConfig, epochal
         raise dg.Failure(description="restore: give a checkpoint id or a savepoint path, not both")
     runner = epochal.runner()
     pointer = config.savepoint if config.savepoint is not None else config.checkpoint
+    position = _position(runner)
     try:
         result = runner.restore(pointer, parallelism=config.parallelism)
-    except PipelineError as exc:
-        raise dg.Failure(description=str(exc)) from exc
+    except (PipelineError, EpochalStateError) as exc:
+        raise operator_failure(exc, RESTORE_HINT) from exc
     runner.d.coordinator.failures.reset()
     what = "latest checkpoint" if pointer is None else f"{'savepoint' if config.savepoint else 'checkpoint'} {pointer}"
     meta = restore_metadata(result, f"restore of the {what}")
@@ -52,7 +64,18 @@ def restore_state(context: dg.OpExecutionContext, config: RestoreConfig, epochal
         context.log_event(dg.AssetObservation(name, partition=result.get("partition"), metadata=meta))
     for skipped in result.get("skipped", []):
         context.log.warning(f"skipped an unusable checkpoint: {skipped}")
+    if position is not None:
+        first = 0 if result.get("epoch") is None else result["epoch"] + 1
+        mark_out_of_date(context, runner.d, range(first, position + 1), f"rewound by the restore of the {what}")
     return result
+
+
+def _position(runner) -> int | None:
+    """The last epoch done before the restore (where the sinks were), None if unknown."""
+    try:
+        return runner.d.progress.load().last_done_epoch
+    except PipelineError:  # a corrupt position file: the restore rewrites it
+        return None
 
 
 @dg.op(pool=POOL)
@@ -61,8 +84,8 @@ def take_savepoint(context: dg.OpExecutionContext, config: SavepointConfig, epoc
     runner = epochal.runner()
     try:
         result = runner.savepoint(config.name)
-    except PipelineError as exc:
-        raise dg.Failure(description=str(exc)) from exc
+    except (PipelineError, EpochalStateError) as exc:
+        raise operator_failure(exc, SAVEPOINT_HINT) from exc
     meta = {
         "action": dg.MetadataValue.text("savepoint"),
         "savepoint_id": dg.MetadataValue.int(int(result["id"])),
