@@ -202,11 +202,21 @@ def check_spark_conf(value: Any) -> Any:
     return value
 
 
+# Spark properties that hold a credential (fs.s3a.secret.key, fs.s3a.access.key, ...session.token, ...password).
+_CREDENTIAL_PROPERTY = re.compile(r"(?i)secret|password|access[._-]?key|session[._-]?token")
+
+
 def check_conf_keys(value: dict[str, str]) -> dict[str, str]:
-    """Refuse empty or blank Spark conf keys."""
+    """Refuse empty or blank Spark conf keys, and credentials (they come from the environment only)."""
     for key in value:
         if not key.strip():
             raise ValueError("keys must be non-empty Spark property names such as spark.sql.shuffle.partitions")
+        if _CREDENTIAL_PROPERTY.search(key):
+            raise ValueError(
+                f"{key!r} holds a credential: credentials never go in the configuration (it is copied into "
+                "Dagster's run config and logs); set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, "
+                "a profile or an instance role in the environment instead"
+            )
     return value
 
 

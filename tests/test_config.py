@@ -450,3 +450,19 @@ def test_reference_lists_every_key_with_its_env_var() -> None:
     text = render_configuration_markdown()
     for key, _ in iter_fields():
         assert f"| `{key}` |" in text and f"`{env_var_name(key)}`" in text
+
+
+@pytest.mark.parametrize(
+    "key", ["spark.hadoop.fs.s3a.secret.key", "spark.hadoop.fs.s3a.access.key", "spark.hadoop.fs.s3a.session.token"]
+)
+def test_credentials_in_spark_conf_are_refused_without_echoing_them(tmp_path: Path, key: str) -> None:
+    path = write(tmp_path / "epochal.yaml", f"spark:\n  conf:\n    {key}: hunter2-do-not-print\n")
+    error = load_error(path)
+    assert f"{key!r} holds a credential" in str(error) and "AWS_SECRET_ACCESS_KEY" in str(error)
+    assert "hunter2" not in str(error)
+
+
+def test_a_credentials_provider_class_is_not_a_credential(tmp_path: Path) -> None:
+    provider = "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"
+    path = write(tmp_path / "epochal.yaml", f"spark:\n  conf:\n    spark.hadoop.fs.s3a.aws.credentials.provider: {provider}\n")
+    assert load_settings(path).spark.conf["spark.hadoop.fs.s3a.aws.credentials.provider"] == provider
