@@ -73,14 +73,18 @@ def _chain() -> list[Kill]:
         Kill("after_plan", "after_plan:1"),
         Kill("in_stage", "in_stage:1@2"),
         Kill("after_state_write", "after_state_write:1@2"),
+        Kill("in_restore", "in_restore"),  # the recovery of the kill above: the next process redoes it
         Kill("in_sink", "in_sink:1@2"),
         Kill("after_last_ack", "after_last_ack:1"),
         Kill("after_metadata", "after_metadata:1"),
         Kill("in_retention", "in_retention:1"),
         Kill("after_epoch", "after_epoch:2"),
+        # A savepoint killed between its _metadata and its commit, then again half-way through the copy:
+        # each next attempt at the same name discards the abandoned folder.
+        Kill("after_metadata", "after_metadata", command=("savepoint", SAVEPOINT)),
         Kill("in_savepoint", "in_savepoint@2", command=("savepoint", SAVEPOINT)),
     ]
-    assert sorted(k.point for k in named) == sorted(POINTS), "every named point is in the chain"
+    assert {k.point for k in named} == set(POINTS), "every named point is in the chain"
     randoms = [Kill("random", after_s=random.Random(seed).uniform(0.5, 8.0), seed=seed) for seed in RANDOM_SEEDS]
     return named + randoms
 
