@@ -59,9 +59,13 @@ def stage_metadata(report, stage: str) -> dict[str, Any]:
 
 
 def sink_metadata(report, sink: str) -> dict[str, Any]:
-    """A sink's asset: its duration and its Delta table."""
+    """A sink's asset: its duration, the rows this epoch wrote, its Delta table."""
     entry = report.sinks.get(sink, {})
     meta = _timed(report, entry)
+    if "rows_written" in entry:
+        meta["rows_written"] = _num(entry["rows_written"])
+    if report.checkpoint_id is not None:
+        meta["checkpoint_id"] = _num(report.checkpoint_id)
     if "table" in entry:
         meta["table"] = dg.MetadataValue.path(entry["table"])
     return meta

@@ -160,9 +160,10 @@ class EpochRunner:
                 crashpoint("in_sink", epoch)
                 sink_started = time.monotonic()
                 frame = outputs[sink.spec.input]
-                sink.write(frame, epoch)
-                report.sink_rows[name] = -1
+                rows = sink.write(frame, epoch)
                 report.sinks[name] = {"duration_s": round(time.monotonic() - sink_started, 3), "table": sink.path}
+                if rows is not None:
+                    report.sink_rows[name] = report.sinks[name]["rows_written"] = rows
                 if pending is not None:
                     self._ack(pending, f"sink:{name}", epoch, ())
         except BaseException as exc:

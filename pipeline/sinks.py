@@ -54,10 +54,35 @@ class DeltaSink:
             raise ValueError(f"sink {self.spec.name!r}: input lacks column(s) {missing}; got {df.columns}")
         return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in self.spec.schema.fields])
 
-    def write(self, df: DataFrame, epoch: int) -> None:
-        """Write one epoch's output, idempotently."""
+    def write(self, df: DataFrame, epoch: int) -> int | None:
+        """Write one epoch's output, idempotently; return the rows it wrote (see :meth:`_rows_written`)."""
+        from state.lifecycle.deltalog import DeltaLog
+
         self.ensure()
-        rows = self._conform(df)
+        before = DeltaLog(self.path).latest_version()
+        self._write(self._conform(df), epoch)
+        return self._rows_written(before)
+
+    def _rows_written(self, before: int | None) -> int | None:
+        """Rows the last write added or changed, from its commit's metrics (no Spark job).
+
+        An append sink: the epoch's rows. An upsert sink: the rows inserted or updated
+        (keys whose full value did not change are not rewritten). 0 when nothing was
+        committed; None when the commit carries no metrics.
+        """
+        from state.lifecycle.deltalog import DeltaLog
+
+        log = DeltaLog(self.path)
+        version = log.latest_version()
+        if version is None or version == before:
+            return 0
+        metrics = log.operation_metrics(version)
+        keys = ("numOutputRows",) if self.spec.mode is SinkMode.APPEND else ("numTargetRowsInserted", "numTargetRowsUpdated")
+        if not all(k in metrics for k in keys):
+            return None
+        return sum(int(metrics[k]) for k in keys)
+
+    def _write(self, rows: DataFrame, epoch: int) -> None:
         if self.spec.mode is SinkMode.APPEND:
             (
                 rows.withColumn(EPOCH_COLUMN, F.lit(epoch).cast("long"))

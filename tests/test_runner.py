@@ -74,6 +74,8 @@ def test_run_checkpoints_restore_and_backfill(spark, tmp_path, toy_registered):
     assert [e.epoch for e in report.epochs] == [0, 1, 2, 3]
     assert all(e.checkpoint_status == "completed" for e in report.epochs)
     assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
+    # rows each epoch wrote, from the sinks' Delta commits: every row appended, every key whose total changed
+    assert [e.sink_rows for e in report.epochs] == [{"totals": len(dict(rows)), "log": len(rows)} for rows in HOURS]
     retained = runner.d.coordinator.store.all()
     assert sorted(int(c.metadata.epoch) for c in retained if c.metadata.kind.value == "checkpoint")[-2:] == [2, 3]
 

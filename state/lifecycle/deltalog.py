@@ -257,6 +257,13 @@ class DeltaLog:
         commits, checkpoints = self._listing()
         return max(commits | set(checkpoints), default=None)
 
+    def operation_metrics(self, version: int) -> dict[str, str]:
+        """The ``operationMetrics`` of one commit's ``commitInfo`` (empty when it has none)."""
+        for action in self._commit(version):
+            if "commitInfo" in action:
+                return dict(action["commitInfo"].get("operationMetrics") or {})
+        return {}
+
     # -- snapshots -------------------------------------------------------------------------
 
     def snapshot(self, version: int) -> VersionSnapshot:
