@@ -58,6 +58,7 @@ def _check_sinks(spark, config: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2700)  # eight epochal processes, each its own JVM: minutes on 2 cores, more when shared
 def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, deployment):
     # killed in the middle of epoch 1, after its state writes and before its ack
     killed = _epochal(deployment, "run", "--to", PARTITIONS[-1], crash_at="after_state_write:1")
