@@ -143,11 +143,12 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
 
     written = []
     for size_key, size in results.get("epochs", {}).items():
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
-        for ax, mode in zip(axes[0], ("fresh", "inprocess")):
-            summary = size.get(mode)
-            if not summary:
-                continue
+        modes = [m for m in ("fresh", "inprocess") if size.get(m)]  # only the modes measured at this size
+        if not modes:
+            continue
+        fig, axes = plt.subplots(1, len(modes), figsize=(5.5 * len(modes), 4), squeeze=False)
+        for ax, mode in zip(axes[0], modes):
+            summary = size[mode]
             for side, rows in summary["epochs"].items():
                 ax.plot(range(len(rows)), [r["epoch_s"] for r in rows], marker="o", label=side)
             ax.set(title=f"{int(size_key):,} events/epoch, {mode}", xlabel="epoch", ylabel="epoch time (s)")
