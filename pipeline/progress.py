@@ -35,6 +35,14 @@ class Progress:
     def clean(self) -> bool:
         return self.in_progress is None and self.restoring is None
 
+    @property
+    def in_flight(self) -> float:
+        """The latest epoch an unfinished run or restore may have touched (any, for a restore)."""
+        if self.restoring is not None:
+            return float("inf")
+        epochs = [e for e in (self.in_progress, self.last_done_epoch) if e is not None]
+        return max(epochs, default=-1)
+
 
 class ProgressStore:
     def __init__(self, storage: CheckpointStorage) -> None:

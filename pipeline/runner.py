@@ -34,6 +34,7 @@ from state.checkpoint import CompletedCheckpoint
 from state.checkpoint.metadata import CheckpointKind
 from state.handles import StateHandle
 from state.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
+from state.retention import discard_abandoned_savepoints, release_subsumed
 
 log = logging.getLogger("epochal.runner")
 
@@ -295,22 +296,14 @@ class EpochRunner:
 
     def release(self) -> None:
         """Drop subsumed checkpoints and the shared files only they needed."""
-        try:
-            from state.retention import release_subsumed
-        except ImportError:  # retention lands separately
-            return
         release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage)
 
     def _recover_before_run(self, from_: str | None) -> tuple[dict[str, Any] | None, bool]:
-        """Restore first if the last run or restore died (or the run position file is gone).
-
-        Returns what was restored, and whether it was the backfill's own restore: with
-        ``from_`` at or before what the dead run touched, the backfill restores the newest
-        checkpoint before ``from_`` instead (also the way out when no later one is usable).
-        """
+        """Restore first if the last run or restore died (or the run position file is gone); return
+        what was restored, and whether it was ``from_``'s backfill restore (the way out when none after is usable)."""
         progress = self.d.progress.load()
         backfill = None if from_ is None else self.d.partitioning.epoch(from_)
-        if not progress.clean and backfill is not None and backfill <= _in_flight(progress):
+        if not progress.clean and backfill is not None and backfill <= progress.in_flight:
             log.warning("the last run or restore did not finish; the backfill from %s restores first", from_)
             return self.restore_before(backfill), True
         if not progress.clean:
@@ -479,8 +472,6 @@ class EpochRunner:
         epoch = progress.last_done_epoch
         if epoch is None:
             raise PipelineError("nothing to save: no epoch has run yet (run some partitions first)")
-        from state.retention import discard_abandoned_savepoints
-
         # A savepoint that died before its commit frees its name (and its copy) now.
         in_flight = [p.checkpoint_id for p in d.coordinator.pending_checkpoints()]
         discard_abandoned_savepoints(d.storage, d.coordinator.store, in_flight)
@@ -506,11 +497,3 @@ class EpochRunner:
             "partition": d.partitioning.key(epoch),
             "path": completion.completed.metadata_path.rsplit("/", 1)[0],
         }
-
-
-def _in_flight(progress) -> float:
-    """The latest epoch an unfinished run or restore may have touched (any, for a restore)."""
-    if progress.restoring is not None:
-        return float("inf")
-    epochs = [e for e in (progress.in_progress, progress.last_done_epoch) if e is not None]
-    return max(epochs, default=-1)
