@@ -25,7 +25,7 @@ COPY pipeline ./pipeline
 COPY orchestration ./orchestration
 COPY deploy ./deploy
 RUN pip install --no-cache-dir '.[deploy]' \
- && python -m state.session --warm --config deploy/epochal-compose.yaml
+ && python -m epochal.state.session --warm --config deploy/epochal-compose.yaml
 
 ENTRYPOINT ["epochal"]
 CMD ["--help"]

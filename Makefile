@@ -1,42 +1,45 @@
 # Quick start: `make demo` and `make test`. Each target does its own set-up on a
-# fresh machine: a virtualenv, the pinned packages, and the Delta and S3A jars resolved
-# from Maven Central by Spark itself (spark.jars.packages) into the Ivy cache.
-PYTHON ?= python3.11
+# fresh machine: a virtualenv, the locked packages (requirements.lock), and the Delta and
+# S3A jars resolved from Maven Central by Spark itself (spark.jars.packages) into the Ivy cache.
+# Python 3.12 is preferred (3.11 and 3.13 work): the first of these that runs is used
+# (a pyenv shim can exist without a runnable interpreter behind it).
+PYTHON ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12 python3.13 python3.11; do \
+            $$p -c 'import sys; assert (3, 11) <= sys.version_info[:2] < (3, 14)' >/dev/null 2>&1 && { echo $$p; break; }; done)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test test-fast validate chromium bench jars clean
+.PHONY: setup demo test test-fast validate chromium bench jars lock clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
+$(STAMP): pyproject.toml requirements.lock
+	@test -n "$(PYTHON)" || { echo "need Python 3.12 (or 3.11, 3.13) as python3.12, python3.13 or python3.11"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,bench]'
-	$(PY) -m state.session --warm
-	@command -v chromium >/dev/null || $(MAKE) --no-print-directory chromium
+	$(PY) -m pip install --quiet -c requirements.lock -e '.[test,bench]'
+	$(PY) -m epochal.state.session --warm
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-# Debian's chromium, for the screenshots of the Dagster UI (the playwright driver comes from PyPI).
+# Debian's chromium, for the screenshots of the Dagster UI (the playwright driver comes from PyPI):
+# only `make test` needs it (`make demo` needs no root and no browser).
 chromium:
-	@command -v apt-get >/dev/null || { echo "need chromium (Debian package 'chromium') for the UI screenshot test"; exit 1; }
+	@command -v chromium >/dev/null && exit 0; command -v apt-get >/dev/null || { echo "need chromium (Debian package 'chromium') for the UI screenshot test"; exit 1; }
 	apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
 
 jars: setup
-	$(PY) -m state.session --warm
+	$(PY) -m epochal.state.session --warm
 
 demo: setup
 	$(VENV)/bin/epochal demo
 
-test: setup validate
+test: setup chromium validate
 	$(PY) -m pytest -q --durations=25
 
 # The Dagster definitions load (`dagster definitions validate`) for the example configuration.
 validate: setup
-	EPOCHAL_CONFIG=config/example.yaml $(VENV)/bin/dagster definitions validate -m orchestration.definitions
+	EPOCHAL_CONFIG=config/example.yaml $(VENV)/bin/dagster definitions validate -m epochal.orchestration.definitions
 
 test-fast: setup validate
 	$(PY) -m pytest -q -m "not slow"
@@ -45,6 +48,12 @@ test-fast: setup validate
 # BENCH_ARGS=--quick checks the harness in minutes; --parts/--sizes choose what runs.
 bench: setup
 	nice -n 15 $(PY) -m bench $(BENCH_ARGS)
+
+# Re-resolve requirements.lock after changing the dependencies in pyproject.toml (uv, from PyPI).
+lock: setup
+	$(PY) -m pip install --quiet uv
+	$(VENV)/bin/uv pip compile pyproject.toml --extra test --extra bench --extra deploy --universal \
+	    --python-version 3.11 --no-header --quiet -o requirements.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -29,7 +29,7 @@ def changed_row_bytes(spark, keys: int, fraction: float, epoch: int, max_paralle
     from pyspark.sql import functions as F
 
     from bench.synthetic import changed_rows
-    from state.keygroups import key_group_col
+    from epochal.state.keygroups import key_group_col
 
     rows = changed_rows(spark, keys, fraction, epoch).select(
         key_group_col("key", max_parallelism).alias("key_group"), "key", F.lit("").alias("namespace"), "value",
@@ -42,9 +42,9 @@ def changed_row_bytes(spark, keys: int, fraction: float, epoch: int, max_paralle
 
 def run(work: Path, keys: int, schedule: list[float], mode: str) -> dict[str, Any]:
     from bench import synthetic
-    from config import load_settings
-    from pipeline.registry import build_deployment
-    from pipeline.runner import EpochRunner
+    from epochal.config import load_settings
+    from epochal.pipeline.registry import build_deployment
+    from epochal.pipeline.runner import EpochRunner
 
     synthetic.register(keys, schedule)
     config = deployment_config(work / "epochal.yaml", pipeline=synthetic.NAME, landing=str(work / "none"), work=work, mode=mode)

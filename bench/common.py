@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from config import SparkSettings
+from epochal.config import SparkSettings
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from pipeline.examples.clickstream.generator import GeneratorConfig, generate
-from pipeline.examples.clickstream.layout import partition_files, partition_key
+from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
+from epochal.pipeline.examples.clickstream.layout import partition_files, partition_key
 
 START = datetime(2026, 11, 1, 0, tzinfo=timezone.utc)
 

@@ -1,7 +1,7 @@
 """One process running clickstream epochs with epochal, as ``epochal run --to KEY`` would.
 
 ``python -m bench.epochal_job --config CFG --partitions P1,P2 [--variant full|core]``
-builds the deployment (``pipeline.registry.build_deployment``), then for each
+builds the deployment (``epochal.pipeline.registry.build_deployment``), then for each
 partition runs ``EpochRunner.run(to=P)``: the next epoch from where the state
 is, with its checkpoint. Prints one JSON line: per epoch the wall time of
 ``run`` and the runner's report, the set-up time, and peak driver memory.
@@ -27,10 +27,10 @@ VARIANTS = {"full": FULL, "core": CORE}
 
 def build_core(settings):
     """The clickstream pipeline without sessions: the work the Structured Streaming job does."""
-    from pipeline.dag import Pipeline
-    from pipeline.examples.clickstream import stages as S
-    from pipeline.examples.clickstream.pipeline import SINKS
-    from pipeline.sources import HourlyFolderSource
+    from epochal.pipeline.dag import Pipeline
+    from epochal.pipeline.examples.clickstream import stages as S
+    from epochal.pipeline.examples.clickstream.pipeline import SINKS
+    from epochal.pipeline.sources import HourlyFolderSource
 
     events, distinct = f"{S.PARSE}.events", f"{S.DEDUPE}.distinct"
     return Pipeline(
@@ -48,7 +48,7 @@ def build_core(settings):
 
 
 def register() -> None:
-    from pipeline.registry import PIPELINES
+    from epochal.pipeline.registry import PIPELINES
 
     PIPELINES[CORE] = build_core
 
@@ -59,9 +59,9 @@ def write_config(path: Path, *, variant: str, landing: str, work: Path, **checkp
 
 
 def run(config: str, partitions: list[str]) -> dict[str, Any]:
-    from config import load_settings
-    from pipeline.registry import build_deployment
-    from pipeline.runner import EpochRunner
+    from epochal.config import load_settings
+    from epochal.pipeline.registry import build_deployment
+    from epochal.pipeline.runner import EpochRunner
 
     register()
     with Stopwatch() as setup:

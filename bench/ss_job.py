@@ -16,7 +16,7 @@ processes them:
   tables ``user_totals`` and ``hourly_revenue``, each MERGE idempotent on the
   batch id (Delta's ``txnAppId`` / ``txnVersion`` session settings).
 
-The Spark settings are epochal's (:func:`state.session.build_spark_session`
+The Spark settings are epochal's (:func:`epochal.state.session.build_spark_session`
 with the benchmark's :func:`bench.common.spark_settings`) plus the state store
 settings. Prints one JSON line like :mod:`bench.epochal_job`.
 """
@@ -53,9 +53,9 @@ def link_partition(landing_files: list[str], input_dir: Path, partition: str) ->
 
 
 def _ensure_tables(spark, warehouse: Path) -> dict[str, str]:
-    from pipeline.examples.clickstream.stages import HOURLY_REVENUE_SCHEMA, USER_TOTALS_SCHEMA
-    from state import delta_io
-    from state.tables import create_table
+    from epochal.pipeline.examples.clickstream.stages import HOURLY_REVENUE_SCHEMA, USER_TOTALS_SCHEMA
+    from epochal.state import delta_io
+    from epochal.state.tables import create_table
 
     paths = {}
     for name, schema in (("user_totals", USER_TOTALS_SCHEMA), ("hourly_revenue", HOURLY_REVENUE_SCHEMA)):
@@ -87,7 +87,7 @@ def _merge(spark, path: str, rows, key: str, batch_id: int, updates: dict[str, s
 def _writer(spark, paths: dict[str, str]):
     from pyspark import StorageLevel
 
-    from pipeline.examples.clickstream.transforms import hourly_revenue_delta, user_totals_delta
+    from epochal.pipeline.examples.clickstream.transforms import hourly_revenue_delta, user_totals_delta
 
     def add(*cols: str) -> dict[str, str]:
         return {c: f"t.{c} + s.{c}" for c in cols}
@@ -115,7 +115,7 @@ def build_query(spark, input_dir: Path, work: Path):
     """The streaming query (not started)."""
     from pyspark.sql import functions as F
 
-    from pipeline.examples.clickstream.parse import classify_lines
+    from epochal.pipeline.examples.clickstream.parse import classify_lines
 
     input_dir.mkdir(parents=True, exist_ok=True)
     lines = spark.readStream.format("text").load(str(input_dir))
@@ -141,8 +141,8 @@ def _progress(query) -> dict[str, Any]:
 
 
 def run(landing: str, work: Path, partitions: list[str]) -> dict[str, Any]:
-    from pipeline.examples.clickstream.layout import partition_files
-    from state.session import build_spark_session
+    from epochal.pipeline.examples.clickstream.layout import partition_files
+    from epochal.state.session import build_spark_session
 
     with Stopwatch() as setup:
         spark = build_spark_session(spark_settings(**STATE_STORE_CONF), app_name="epochal-bench-ss")

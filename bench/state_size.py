@@ -12,7 +12,7 @@ state at the end of epoch 1 or later:
 1. warm-up (not counted): epoch 2, then restore the checkpoint of epoch 1;
 2. epoch 2 without a checkpoint (the state moves past the last checkpoint),
    then restore the checkpoint of epoch 1 (``EpochRunner.restore``: state
-   tables and sinks), timed, with the time in ``state.restore.restore_state``
+   tables and sinks), timed, with the time in ``epochal.state.restore.restore_state``
    and in rewinding the sinks;
 3. the same epoch 2 with a checkpoint, then the same restore.
 
@@ -42,9 +42,9 @@ FIXTURE_EPOCHS = 3
 
 
 def _runner(work: Path, landing: str):
-    from config import load_settings
-    from pipeline.registry import build_deployment
-    from pipeline.runner import EpochRunner
+    from epochal.config import load_settings
+    from epochal.pipeline.registry import build_deployment
+    from epochal.pipeline.runner import EpochRunner
 
     config = deployment_config(
         work / "epochal.yaml", pipeline="clickstream", landing=landing, work=work, interval_epochs=100_000, retain=20
@@ -56,7 +56,7 @@ def seed_dedupe(runner, keys: int) -> None:
     """Append ``keys`` event ids to the dedupe state, in the state table's own row layout."""
     from pyspark.sql import functions as F
 
-    from state.keygroups import key_group_col
+    from epochal.state.keygroups import key_group_col
 
     d = runner.d
     stage = next(s for s in d.pipeline.stages if s.name == "dedupe")
@@ -101,17 +101,17 @@ def _timed(timings: dict[str, float], name: str, fn: Callable) -> Callable:
 
 
 def _restore(runner, checkpoint_id: int) -> dict[str, Any]:
-    import state.restore
+    import epochal.state.restore as state_restore
 
     timings: dict[str, float] = {}
-    original = state.restore.restore_state
-    state.restore.restore_state = _timed(timings, "restore_state_s", original)
+    original = state_restore.restore_state
+    state_restore.restore_state = _timed(timings, "restore_state_s", original)
     runner._rewind_sinks = _timed(timings, "rewind_sinks_s", runner._rewind_sinks)
     try:
         with Stopwatch() as watch:
             result = runner.restore(checkpoint_id)
     finally:
-        state.restore.restore_state = original
+        state_restore.restore_state = original
         del runner._rewind_sinks
     return {"restore_s": watch.elapsed, **timings, "epoch": result["epoch"]}
 

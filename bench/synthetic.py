@@ -16,8 +16,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.sources import SourceBatch
-from state.descriptors import ValueStateDescriptor
+from epochal.pipeline.sources import SourceBatch
+from epochal.state.descriptors import ValueStateDescriptor
 
 NAME = "bench_churn"
 VALUE = ValueStateDescriptor("value", value_type=T.LongType())
@@ -58,7 +58,7 @@ class ChurnStage:
 
 def build(keys: int, schedule: Sequence[float]):
     def factory(settings):
-        from pipeline.dag import Pipeline
+        from epochal.pipeline.dag import Pipeline
 
         return Pipeline(
             name=NAME, sources=[ChurnSource("changes", keys, tuple(schedule))], stages=[ChurnStage()], sinks=[],
@@ -69,6 +69,6 @@ def build(keys: int, schedule: Sequence[float]):
 
 
 def register(keys: int, schedule: Sequence[float]) -> None:
-    from pipeline.registry import PIPELINES
+    from epochal.pipeline.registry import PIPELINES
 
     PIPELINES[NAME] = build(keys, schedule)

@@ -55,7 +55,7 @@ def verify(spark, expected: str, actuals: list[str]) -> dict[str, Any]:
 
 
 def main() -> None:
-    from state.session import build_spark_session
+    from epochal.state.session import build_spark_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--expected", required=True)

@@ -1,6 +1,6 @@
 """Generate the configuration reference (docs/configuration.md) from the settings models.
 
-    python -m config.docs > docs/configuration.md
+    python -m epochal.config.docs > docs/configuration.md
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from config.loader import env_var_name
-from config.models import Settings, section_model, type_label
-from config.paths import KNOWN_SCHEMES
+from epochal.config.loader import env_var_name
+from epochal.config.models import Settings, section_model, type_label
+from epochal.config.paths import KNOWN_SCHEMES
 
 _INTRO = """\
 # Configuration reference
 
-<!-- Generated from config/models.py by `python -m config.docs > docs/configuration.md`; do not edit. -->
+<!-- Generated from config/models.py by `python -m epochal.config.docs > docs/configuration.md`; do not edit. -->
 
 One YAML file configures a deployment (`--config PATH`; `config/example.yaml` is a
 commented example with every key). Every key is optional: a missing key takes

@@ -21,7 +21,7 @@ from typing import Any, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from config.fields import DATETIME_HELP, DURATION_HELP, format_datetime, format_duration
+from epochal.config.fields import DATETIME_HELP, DURATION_HELP, format_datetime, format_duration
 
 _MISSING: Any = object()
 

@@ -1,7 +1,7 @@
 """Reusable annotated field types for the settings models: durations, locations, Spark values.
 
 Each type carries a :class:`TypeLabel` so the generated reference
-(``config.docs``) can name it the way a user writes it.
+(``epochal.config.docs``) can name it the way a user writes it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, PlainSerializer
 
-from config.paths import check_local_path, check_location
+from epochal.config.paths import check_local_path, check_location
 
 
 @dataclass(frozen=True)

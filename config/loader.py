@@ -16,7 +16,7 @@ Rules
   An empty value sets a field that may be null to null.
 * Relative plain paths become absolute: against the file's directory for values
   from the file and for defaults, against the working directory for values from
-  the environment or when no file is given (see ``config.paths``).
+  the environment or when no file is given (see ``epochal.config.paths``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from config.errors import ConfigError, ConfigIssue, issues_from_validation, unknown_key_message
-from config.models import Settings, path_keys, section_model
+from epochal.config.errors import ConfigError, ConfigIssue, issues_from_validation, unknown_key_message
+from epochal.config.models import Settings, path_keys, section_model
 
 ENV_PREFIX = "EPOCHAL__"
 ENV_DELIMITER = "__"

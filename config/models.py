@@ -1,6 +1,6 @@
 """The settings models: one frozen, strict pydantic model per section of the YAML file.
 
-Every field has a description; ``config.docs`` turns them into docs/configuration.md.
+Every field has a description; ``epochal.config.docs`` turns them into docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from config.fields import (
+from epochal.config.fields import (
     Float,
     Host,
     Int,
@@ -28,7 +28,7 @@ from config.fields import (
     TypeLabel,
     UtcDatetime,
 )
-from config.paths import join_location, resolve_path
+from epochal.config.paths import join_location, resolve_path
 
 
 class _Strict(BaseModel):
@@ -194,7 +194,7 @@ class Settings(_Strict):
     dagster: DagsterSettings = Field(default_factory=DagsterSettings, description="Dagster.")
 
     def resolve_paths(self, base: str | Path, *, per_key: Mapping[str, str | Path] | None = None) -> Settings:
-        """A copy with every relative plain path made absolute (see ``config.paths``).
+        """A copy with every relative plain path made absolute (see ``epochal.config.paths``).
 
         ``base`` is the directory relative paths are taken from; ``per_key`` gives
         another base for some dotted keys (the loader uses it for values set by

@@ -20,9 +20,9 @@ from typing import Any, Iterator
 
 import dagster as dg
 
-from config import Granularity, Settings
-from orchestration.resources import EpochalResource
-from pipeline.dag import Pipeline
+from epochal.config import Granularity, Settings
+from epochal.orchestration.resources import EpochalResource
+from epochal.pipeline.dag import Pipeline
 
 CHECKPOINT = "checkpoint"
 POOL = "epochal"
@@ -108,7 +108,7 @@ def build_epoch_assets(pipeline: Pipeline, settings: Settings) -> dg.AssetsDefin
         can_subset=False, pool=POOL, op_tags={DEPLOYMENT_TAG: pipeline.name},
     )
     def epoch_assets(context: dg.AssetExecutionContext, epochal: EpochalResource) -> Iterator[Any]:
-        from orchestration.epoch import run_partition
+        from epochal.orchestration.epoch import run_partition
 
         yield from run_partition(context, epochal, pipeline_name=pipeline.name)
 

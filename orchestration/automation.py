@@ -6,7 +6,7 @@ The schedule is Flink's CheckpointCoordinatorDeActivator in spirit: while the
 pipeline is failed (the failure manager gave up) it triggers nothing and says
 why in its skip reason, until a restore or a successful manual run clears the
 failure. A scheduled run that starts while the pipeline is failed fails with the
-reason (see ``orchestration.epoch``); a re-execution or retry of one is manual.
+reason (see ``epochal.orchestration.epoch``); a re-execution or retry of one is manual.
 
 The savepoint sensor fires a ``savepoint`` run for three reasons, each with a
 run key so that it never fires twice for the same reason:
@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from config import Granularity, Settings
-from orchestration.resources import CheckpointStorageResource
-from pipeline.partitions import Partitioning
+from epochal.config import Granularity, Settings
+from epochal.orchestration.resources import CheckpointStorageResource
+from epochal.pipeline.partitions import Partitioning
 
 CRON = {Granularity.HOURLY: "0 * * * *", Granularity.DAILY: "0 0 * * *"}
 

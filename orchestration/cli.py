@@ -24,8 +24,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _savepoint_name(text: str) -> str:
     """Refuse a savepoint name that could leave the savepoints folder, before Spark starts."""
-    from state.checkpoint.errors import InvalidSavepointName
-    from state.checkpoint.storage import validate_name
+    from epochal.state.checkpoint.errors import InvalidSavepointName
+    from epochal.state.checkpoint.storage import validate_name
 
     try:
         return validate_name(text)
@@ -83,14 +83,14 @@ class CliError(Exception):
 
 
 def _settings(args):
-    from config import load_settings
+    from epochal.config import load_settings
 
     return load_settings(getattr(args, "config", None) or os.environ.get("EPOCHAL_CONFIG"))
 
 
 def _runner(settings):
-    from pipeline.registry import build_deployment
-    from pipeline.runner import EpochRunner
+    from epochal.pipeline.registry import build_deployment
+    from epochal.pipeline.runner import EpochRunner
 
     deployment = build_deployment(settings)
     return EpochRunner(deployment, on_epoch=_progress_printer())
@@ -176,13 +176,13 @@ def cmd_state(args) -> Any:
         handle = checkpoint.metadata.handle(args.stage, args.state)
         if handle is None:
             raise CliError(f"checkpoint {args.checkpoint} holds no state {args.stage}/{args.state}")
-        from state.delta_io import read_version
-        from state.lifecycle.paths import resolve_handle_path
+        from epochal.state.delta_io import read_version
+        from epochal.state.lifecycle.paths import resolve_handle_path
 
         df = read_version(d.spark, resolve_handle_path(handle, checkpoint.metadata_path), handle.version)
     else:
-        from state import delta_io
-        from state.checkpoint import to_spark_path
+        from epochal.state import delta_io
+        from epochal.state.checkpoint import to_spark_path
 
         path = to_spark_path(d.storage.shared_dir(args.stage, args.state))
         if not delta_io.is_delta_table(path):
@@ -194,13 +194,13 @@ def cmd_state(args) -> Any:
 
 
 def cmd_demo(args) -> Any:
-    from orchestration.demo import run_demo
+    from epochal.orchestration.demo import run_demo
 
     return run_demo(args.dir, hours=args.hours)
 
 
 def cmd_ui(args) -> Any:
-    from orchestration.ui import serve
+    from epochal.orchestration.ui import serve
 
     return serve(getattr(args, "config", None) or os.environ.get("EPOCHAL_CONFIG"))
 

@@ -1,6 +1,6 @@
 """The Dagster definitions of a deployment (DESIGN section 4).
 
-``dagster dev -m orchestration.definitions`` (or ``epochal ui``) loads ``defs``,
+``dagster dev -m epochal.orchestration.definitions`` (or ``epochal ui``) loads ``defs``,
 built from the YAML file named by ``EPOCHAL_CONFIG`` (defaults and ``EPOCHAL__*``
 environment overrides when unset). Loading the definitions never starts Spark.
 """
@@ -11,12 +11,12 @@ import os
 
 import dagster as dg
 
-from config import Settings, load_settings
-from orchestration.assets import DEPLOYMENT_TAG, build_epoch_assets, code_version, partitions_def, source_specs
-from orchestration.automation import build_savepoint_sensor, build_schedule
-from orchestration.jobs import build_jobs
-from orchestration.resources import EpochalResource
-from pipeline.registry import build_pipeline
+from epochal.config import Settings, load_settings
+from epochal.orchestration.assets import DEPLOYMENT_TAG, build_epoch_assets, code_version, partitions_def, source_specs
+from epochal.orchestration.automation import build_savepoint_sensor, build_schedule
+from epochal.orchestration.jobs import build_jobs
+from epochal.orchestration.resources import EpochalResource
+from epochal.pipeline.registry import build_pipeline
 
 CONFIG_ENV = "EPOCHAL_CONFIG"
 

@@ -40,11 +40,11 @@ def run_demo(directory: str | None = None, *, hours: int = 4) -> dict[str, Any]:
     import dagster as dg
     import yaml
 
-    from config import load_settings
-    from orchestration.definitions import build_definitions, epoch_job_name
-    from pipeline.examples.clickstream.generator import GeneratorConfig, generate
-    from pipeline.partitions import Partitioning
-    from pipeline.registry import build_deployment
+    from epochal.config import load_settings
+    from epochal.orchestration.definitions import build_definitions, epoch_job_name
+    from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
+    from epochal.pipeline.partitions import Partitioning
+    from epochal.pipeline.registry import build_deployment
 
     root = Path(directory or tempfile.mkdtemp(prefix="epochal-demo-")).resolve()
     root.mkdir(parents=True, exist_ok=True)

@@ -27,13 +27,13 @@ from typing import Any, Iterator, Mapping
 
 import dagster as dg
 
-from orchestration.assets import CHECK_COMPLETE, CHECK_CONSISTENT, CHECKPOINT
-from orchestration.metadata import checkpoint_metadata, restore_metadata, sink_metadata, stage_metadata
-from orchestration.resources import EpochalResource
-from pipeline.errors import PipelineError
-from pipeline.verify import checkpoint_completeness, state_consistency
-from state.checkpoint.failure import FailureState, StorageFailureStateRepository
-from state.errors import EpochalStateError
+from epochal.orchestration.assets import CHECK_COMPLETE, CHECK_CONSISTENT, CHECKPOINT
+from epochal.orchestration.metadata import checkpoint_metadata, restore_metadata, sink_metadata, stage_metadata
+from epochal.orchestration.resources import EpochalResource
+from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.verify import checkpoint_completeness, state_consistency
+from epochal.state.checkpoint.failure import FailureState, StorageFailureStateRepository
+from epochal.state.errors import EpochalStateError
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from typing import Optional
 
 import dagster as dg
 
-from orchestration.assets import CHECKPOINT, DEPLOYMENT_TAG, POOL
-from orchestration.epoch import mark_out_of_date, operator_failure
-from orchestration.metadata import restore_metadata
-from orchestration.resources import EpochalResource
-from pipeline.errors import PipelineError
-from state.errors import EpochalStateError
+from epochal.orchestration.assets import CHECKPOINT, DEPLOYMENT_TAG, POOL
+from epochal.orchestration.epoch import mark_out_of_date, operator_failure
+from epochal.orchestration.metadata import restore_metadata
+from epochal.orchestration.resources import EpochalResource
+from epochal.pipeline.errors import PipelineError
+from epochal.state.errors import EpochalStateError
 
 RESTORE_HINT = (
     "check the restore config: `epochal checkpoints list` shows the checkpoint ids and savepoint paths "

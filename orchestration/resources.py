@@ -14,10 +14,10 @@ from typing import Dict, Optional
 
 import dagster as dg
 
-from config import CheckpointSettings, Settings, SparkSettings, load_settings
-from state.checkpoint.failure import FailureState, StorageFailureStateRepository
-from state.checkpoint.stats import CheckpointStats, JsonLinesStatsHistory
-from state.checkpoint.storage import CheckpointStorage
+from epochal.config import CheckpointSettings, Settings, SparkSettings, load_settings
+from epochal.state.checkpoint.failure import FailureState, StorageFailureStateRepository
+from epochal.state.checkpoint.stats import CheckpointStats, JsonLinesStatsHistory
+from epochal.state.checkpoint.storage import CheckpointStorage
 
 
 class SparkResource(dg.ConfigurableResource):
@@ -41,8 +41,8 @@ class SparkResource(dg.ConfigurableResource):
         )
 
     def session(self, locations: tuple[str, ...] = ()):
-        """The session; ``locations`` on S3 add the S3A connector (see ``state.objectstore``)."""
-        from state.session import build_spark_session
+        """The session; ``locations`` on S3 add the S3A connector (see ``epochal.state.objectstore``)."""
+        from epochal.state.session import build_spark_session
 
         return build_spark_session(self.settings(), locations=locations)
 
@@ -100,8 +100,8 @@ class EpochalResource(dg.ConfigurableResource):
 
     def runner(self):
         """An epoch runner on the run's SparkSession (built once per process)."""
-        from pipeline.registry import build_deployment
-        from pipeline.runner import EpochRunner
+        from epochal.pipeline.registry import build_deployment
+        from epochal.pipeline.runner import EpochRunner
 
         settings = self.settings()
         return EpochRunner(build_deployment(settings, self.spark.session(tuple(settings.storage_locations()))))

@@ -4,7 +4,7 @@ The instance lives in ``dagster.home`` (else ``$DAGSTER_HOME``, else ``.dagster`
 next to the configuration file). Its ``dagster.yaml`` is written when missing:
 the ``epochal`` pool and the ``epochal/deployment`` run tag are limited to one,
 so only one epoch runs at a time, whoever launched it (UI, schedule, sensor,
-backfill). The code location is ``orchestration.definitions`` with
+backfill). The code location is ``epochal.orchestration.definitions`` with
 ``EPOCHAL_CONFIG`` set to the configuration file.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from config import Settings, load_settings
+from epochal.config import Settings, load_settings
 
 INSTANCE_YAML = {
     "telemetry": {"enabled": False},
@@ -76,7 +76,7 @@ def prepare_home(home: Path) -> Path:
     _create_storage(home)
     workspace = home / "workspace.yaml"
     workspace.write_text(yaml.safe_dump({
-        "load_from": [{"python_module": {"module_name": "orchestration.definitions", "location_name": "epochal"}}]
+        "load_from": [{"python_module": {"module_name": "epochal.orchestration.definitions", "location_name": "epochal"}}]
     }))
     return workspace
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from typing import Sequence
 
-from pipeline.errors import PipelineDefinitionError
-from pipeline.sources import Source
-from pipeline.stage import SinkSpec, Stage
+from epochal.pipeline.errors import PipelineDefinitionError
+from epochal.pipeline.sources import Source
+from epochal.pipeline.stage import SinkSpec, Stage
 
 
 def _producer(ref: str) -> str:

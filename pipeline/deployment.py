@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from config import Settings
-from pipeline.dag import Pipeline
-from pipeline.faults import crashpoint
-from pipeline.lease import DeploymentLease
-from pipeline.partitions import Partitioning
-from pipeline.progress import ProgressStore
-from pipeline.sinks import DeltaSink
-from pipeline.stage import Stage, StageContext
-from state.checkpoint import CheckpointCoordinator, SystemClock, create_coordinator, to_spark_path
-from state.handles import StateHandle
-from state.keyed import KeyedStateBackend
-from state.operator import OperatorStateBackend, OperatorStateStore
+from epochal.config import Settings
+from epochal.pipeline.dag import Pipeline
+from epochal.pipeline.faults import crashpoint
+from epochal.pipeline.lease import DeploymentLease
+from epochal.pipeline.partitions import Partitioning
+from epochal.pipeline.progress import ProgressStore
+from epochal.pipeline.sinks import DeltaSink
+from epochal.pipeline.stage import Stage, StageContext
+from epochal.state.checkpoint import CheckpointCoordinator, SystemClock, create_coordinator, to_spark_path
+from epochal.state.handles import StateHandle
+from epochal.state.keyed import KeyedStateBackend
+from epochal.state.operator import OperatorStateBackend, OperatorStateStore
 
 
 class CrashAwareCoordinator(CheckpointCoordinator):

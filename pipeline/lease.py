@@ -40,10 +40,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.errors import ConcurrentRunError, PipelineError
-from state.checkpoint.clock import Clock
-from state.checkpoint.errors import CheckpointNotFound
-from state.checkpoint.storage import CheckpointStorage
+from epochal.pipeline.errors import ConcurrentRunError, PipelineError
+from epochal.state.checkpoint.clock import Clock
+from epochal.state.checkpoint.errors import CheckpointNotFound
+from epochal.state.checkpoint.storage import CheckpointStorage
 
 log = logging.getLogger("epochal.lease")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from config import Granularity, PartitionSettings
-from pipeline.stage import EpochInfo
+from epochal.config import Granularity, PartitionSettings
+from epochal.pipeline.stage import EpochInfo
 
 FORMATS = {Granularity.HOURLY: "%Y-%m-%d-%H:%M", Granularity.DAILY: "%Y-%m-%d"}
 WIDTHS = {Granularity.HOURLY: timedelta(hours=1), Granularity.DAILY: timedelta(days=1)}

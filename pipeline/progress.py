@@ -17,8 +17,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipeline.errors import PipelineError
-from state.checkpoint.storage import CheckpointStorage
+from epochal.pipeline.errors import PipelineError
+from epochal.state.checkpoint.storage import CheckpointStorage
 
 PROGRESS_FILE = "progress.json"
 

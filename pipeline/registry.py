@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from config import Settings
-from pipeline.dag import Pipeline
-from pipeline.errors import PipelineDefinitionError
+from epochal.config import Settings
+from epochal.pipeline.dag import Pipeline
+from epochal.pipeline.errors import PipelineDefinitionError
 
 
 def _clickstream(settings: Settings) -> Pipeline:
-    from pipeline.examples.clickstream.pipeline import build_pipeline
+    from epochal.pipeline.examples.clickstream.pipeline import build_pipeline
 
     return build_pipeline(settings)
 
@@ -30,8 +30,8 @@ def build_pipeline(settings: Settings) -> Pipeline:
 
 def build_deployment(settings: Settings, spark=None, *, clock=None):
     """The pipeline, one SparkSession for the process, and everything around them."""
-    from pipeline.deployment import Deployment
-    from state.session import build_spark_session
+    from epochal.pipeline.deployment import Deployment
+    from epochal.state.session import build_spark_session
 
     pipeline = build_pipeline(settings)
     spark = spark or build_spark_session(settings.spark, locations=settings.storage_locations())

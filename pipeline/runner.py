@@ -22,19 +22,19 @@ from typing import Any, Callable, Iterable
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from config import CheckpointMode
-from pipeline.deployment import Deployment
-from pipeline.errors import PipelineError, StageError
-from pipeline.faults import crashpoint
-from pipeline.lease import leased
-from pipeline.sinks import forward_gap, refuse_written_sinks
-from pipeline.sources import SourceBatch, batch_from_position
-from pipeline.stage import SinkMode, Stage
-from state.checkpoint import CompletedCheckpoint
-from state.checkpoint.metadata import CheckpointKind
-from state.handles import StateHandle
-from state.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
-from state.retention import discard_abandoned_savepoints, release_subsumed
+from epochal.config import CheckpointMode
+from epochal.pipeline.deployment import Deployment
+from epochal.pipeline.errors import PipelineError, StageError
+from epochal.pipeline.faults import crashpoint
+from epochal.pipeline.lease import leased
+from epochal.pipeline.sinks import forward_gap, refuse_written_sinks
+from epochal.pipeline.sources import SourceBatch, batch_from_position
+from epochal.pipeline.stage import SinkMode, Stage
+from epochal.state.checkpoint import CompletedCheckpoint
+from epochal.state.checkpoint.metadata import CheckpointKind
+from epochal.state.handles import StateHandle
+from epochal.state.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
+from epochal.state.retention import discard_abandoned_savepoints, release_subsumed
 
 log = logging.getLogger("epochal.runner")
 
@@ -238,7 +238,7 @@ class EpochRunner:
         latest = self.d.coordinator.store.latest()
         handles = [self._written_since(latest, h) for h in self.d.state_handles(stage, store)]
         if pending.spec.mode is CheckpointMode.FULL or pending.spec.kind is CheckpointKind.SAVEPOINT:
-            from state.snapshots import materialize_handles
+            from epochal.state.snapshots import materialize_handles
 
             handles = materialize_handles(self.d.spark, self.d.storage, handles, pending)
         return handles
@@ -246,7 +246,7 @@ class EpochRunner:
     @staticmethod
     def _written_since(latest: CompletedCheckpoint | None, handle: StateHandle) -> StateHandle:
         """Bytes this checkpoint wrote for a table: every version since the previous checkpoint's."""
-        from state import delta_io
+        from epochal.state import delta_io
 
         previous = latest.metadata.handle(handle.stage, handle.state) if latest is not None else None
         since = previous.version if previous is not None and previous.table_path == handle.table_path else -1
@@ -262,7 +262,7 @@ class EpochRunner:
         self._completion = ack.completion if ack.completion is not None else getattr(self, "_completion", None)
 
     def _abort(self, pending, exc: BaseException) -> None:
-        from state.checkpoint import CheckpointFailureReason
+        from epochal.state.checkpoint import CheckpointFailureReason
 
         try:
             self.d.coordinator.abort(pending.checkpoint_id, CheckpointFailureReason.TASK_FAILURE, f"{type(exc).__name__}: {exc}")
@@ -333,12 +333,12 @@ class EpochRunner:
         """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
 
         Every handle is checked before anything changes; a latest checkpoint that is
-        corrupt or incomplete is skipped with a warning naming it (see ``state.restore``).
+        corrupt or incomplete is skipped with a warning naming it (see ``epochal.state.restore``).
         ``max_epoch`` bounds the latest (crash recovery never restores a later epoch than
         the one in flight). ``progress.json`` records the restore before it changes
         anything, so a restore that dies half-way is done again by the next run.
         """
-        from state.restore import restore_state
+        from epochal.state.restore import restore_state
 
         position = self._sinks_position()
 
@@ -370,7 +370,7 @@ class EpochRunner:
         }
 
     def _targets(self):
-        from state.restore import StateTarget
+        from epochal.state.restore import StateTarget
 
         targets = []
         for stage in self.d.pipeline.stages:
@@ -398,7 +398,7 @@ class EpochRunner:
         """Restore the last usable of ``candidates``, skipping broken ones with a warning naming each."""
         import warnings
 
-        from state.lifecycle.errors import CheckpointNotRestorable, RestoreFallbackWarning
+        from epochal.state.lifecycle.errors import CheckpointNotRestorable, RestoreFallbackWarning
 
         skipped: list[str] = []
         for entry in reversed(candidates):
@@ -419,7 +419,7 @@ class EpochRunner:
 
     def _restore_empty(self) -> dict[str, Any]:
         """Empty state (a backfill from the first partition); the tables keep their history."""
-        from state.restore import reset_to_empty
+        from epochal.state.restore import reset_to_empty
 
         self.d.progress.restoring({"empty": True}, last_done_epoch=self._sinks_position())
         reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root)
@@ -460,7 +460,7 @@ class EpochRunner:
     @leased("savepoint")
     def savepoint(self, name: str | None = None) -> dict[str, Any]:
         """Take a savepoint of the state at its current position (a self-contained copy)."""
-        from state.checkpoint.storage import validate_name
+        from epochal.state.checkpoint.storage import validate_name
 
         if name is not None:
             validate_name(name)  # before any work: a bad name must not first trigger a restore

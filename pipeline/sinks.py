@@ -21,11 +21,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.errors import PipelineError
-from pipeline.stage import SinkMode, SinkSpec
-from state import delta_io
-from state.handles import StateHandle, StateKind
-from state.tables import create_table, snapshot_table
+from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.stage import SinkMode, SinkSpec
+from epochal.state import delta_io
+from epochal.state.handles import StateHandle, StateKind
+from epochal.state.tables import create_table, snapshot_table
 
 EPOCH_COLUMN = "epoch"
 
@@ -56,7 +56,7 @@ class DeltaSink:
 
     def write(self, df: DataFrame, epoch: int) -> int | None:
         """Write one epoch's output, idempotently; return the rows it wrote (see :meth:`_rows_written`)."""
-        from state.lifecycle.deltalog import DeltaLog
+        from epochal.state.lifecycle.deltalog import DeltaLog
 
         self.ensure()
         before = DeltaLog(self.path).latest_version()
@@ -70,7 +70,7 @@ class DeltaSink:
         (keys whose full value did not change are not rewritten). 0 when nothing was
         committed; None when the commit carries no metrics.
         """
-        from state.lifecycle.deltalog import DeltaLog
+        from epochal.state.lifecycle.deltalog import DeltaLog
 
         log = DeltaLog(self.path)
         version = log.latest_version()
@@ -137,7 +137,7 @@ class DeltaSink:
 
         0 when the table does not exist; None when a file carries no statistics.
         """
-        from state.lifecycle.deltalog import DeltaLog
+        from epochal.state.lifecycle.deltalog import DeltaLog
 
         log = DeltaLog(self.path)
         version = log.latest_version()

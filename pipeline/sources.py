@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
-from pipeline.stage import EpochInfo
+from epochal.pipeline.stage import EpochInfo
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class HourlyFolderSource:
     landing: str
 
     def plan(self, info: EpochInfo) -> SourceBatch:
-        from pipeline.examples.clickstream.layout import partition_files
+        from epochal.pipeline.examples.clickstream.layout import partition_files
 
         files = tuple(partition_files(self.landing, info.partition))
         return SourceBatch(

@@ -23,9 +23,9 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor
-from state.keyed import KeyedStateBackend
-from state.operator import FunctionInitializationContext, FunctionSnapshotContext, OperatorStateStore
+from epochal.state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor
+from epochal.state.keyed import KeyedStateBackend
+from epochal.state.operator import FunctionInitializationContext, FunctionSnapshotContext, OperatorStateStore
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from pipeline.sinks import EPOCH_COLUMN
-from pipeline.stage import SinkMode
-from state import delta_io
+from epochal.pipeline.sinks import EPOCH_COLUMN
+from epochal.pipeline.stage import SinkMode
+from epochal.state import delta_io
 
 
 @dataclass

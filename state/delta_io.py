@@ -119,12 +119,12 @@ class TableSummary:
 def table_summary(path: str, version: int | None = None) -> TableSummary:
     """Version (the latest when None), live bytes and rows, schema and properties: no Spark job.
 
-    The log is replayed with fsspec (:class:`state.lifecycle.deltalog.DeltaLog`); rows come
+    The log is replayed with fsspec (:class:`epochal.state.lifecycle.deltalog.DeltaLog`); rows come
     from the files' ``numRecords`` statistics minus the rows their deletion vectors delete.
     """
     from pyspark.sql import types as T
 
-    from state.lifecycle.deltalog import DeltaLog
+    from epochal.state.lifecycle.deltalog import DeltaLog
 
     table = DeltaLog(path)
     if version is None:
@@ -143,7 +143,7 @@ def may_hold_at_or_before(path: str, column: str, moment: datetime) -> bool:
     hold such a row. Statistics are at millisecond precision, rounded down, and count
     rows deletion vectors removed: the answer errs only towards True.
     """
-    from state.lifecycle.deltalog import DeltaLog
+    from epochal.state.lifecycle.deltalog import DeltaLog
 
     table = DeltaLog(path)
     version = table.latest_version()

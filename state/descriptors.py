@@ -22,7 +22,7 @@ from typing import Any, Callable
 from pyspark.sql import Column
 from pyspark.sql import types as T
 
-from state.errors import StateDescriptorError
+from epochal.state.errors import StateDescriptorError
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 

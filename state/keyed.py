@@ -30,8 +30,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from state import delta_io
-from state.descriptors import (
+from epochal.state import delta_io
+from epochal.state.descriptors import (
     AggregatingStateDescriptor,
     KeyedStateDescriptor,
     KeyedStateType,
@@ -39,10 +39,10 @@ from state.descriptors import (
     MapStateDescriptor,
     ReducingStateDescriptor,
 )
-from state.errors import MaxParallelismMismatch, StateSchemaError
-from state.handles import StateHandle, StateKind
-from state.tables import create_table, restore_table, snapshot_table
-from state.keygroups import DEFAULT_MAX_PARALLELISM, check_parallelism, key_group_col, subtask_col
+from epochal.state.errors import MaxParallelismMismatch, StateSchemaError
+from epochal.state.handles import StateHandle, StateKind
+from epochal.state.tables import create_table, restore_table, snapshot_table
+from epochal.state.keygroups import DEFAULT_MAX_PARALLELISM, check_parallelism, key_group_col, subtask_col
 
 VOID_NAMESPACE = ""
 PROP_MAX_PARALLELISM = "epochal.maxParallelism"

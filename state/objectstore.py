@@ -2,8 +2,8 @@
 
 One location is spelled two ways: ``s3://bucket/key`` for fsspec (s3fs) and
 ``s3a://bucket/key`` for Spark and Delta (Hadoop's S3A connector); the
-conversions live in ``state.checkpoint.storage.to_spark_path`` and
-``state.lifecycle.paths.to_url``.
+conversions live in ``epochal.state.checkpoint.storage.to_spark_path`` and
+``epochal.state.lifecycle.paths.to_url``.
 
 Credentials never pass through epochal's configuration, ``_metadata`` or logs:
 both sides read them from the standard AWS environment
@@ -28,12 +28,13 @@ from collections.abc import Iterable, Mapping
 
 import fsspec.config
 
-# Hadoop's S3A connector for the Hadoop pyspark 3.5.7 bundles (hadoop-client-api-3.3.4.jar),
-# with the AWS SDK bundle hadoop-aws 3.3.4 is built against.
-HADOOP_VERSION = "3.3.4"
+# Hadoop's S3A connector for the Hadoop pyspark 4.2.0 bundles (hadoop-client-api-3.5.0.jar),
+# with the AWS SDK v2 bundle hadoop-aws 3.5.0 is built against (hadoop-project's aws-java-sdk-v2.version).
+HADOOP_VERSION = "3.5.0"
+AWS_SDK_V2_VERSION = "2.35.4"
 S3A_PACKAGES = (
     f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}",
-    "com.amazonaws:aws-java-sdk-bundle:1.12.262",
+    f"software.amazon.awssdk:bundle:{AWS_SDK_V2_VERSION}",
 )
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")

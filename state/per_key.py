@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from state.descriptors import (
+from epochal.state.descriptors import (
     AggregatingStateDescriptor,
     KeyedStateDescriptor,
     ListStateDescriptor,
@@ -30,9 +30,9 @@ from state.descriptors import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from state.errors import StateSchemaError
-from state.keyed import _DELETE, VOID_NAMESPACE, KeyedStateBackend
-from state import delta_io
+from epochal.state.errors import StateSchemaError
+from epochal.state.keyed import _DELETE, VOID_NAMESPACE, KeyedStateBackend
+from epochal.state import delta_io
 
 _KIND = "__kind"
 _IDX = "__state"

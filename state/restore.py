@@ -38,7 +38,7 @@ Applying, per state:
 
 Rescale: keyed state needs no data movement (rows carry their key group; the
 maximum parallelism recorded must equal the current one). Operator state is
-redistributed on read by its mode (:func:`state.operator.redistribute`); the
+redistributed on read by its mode (:func:`epochal.state.operator.redistribute`); the
 new parallelism is recorded in the result. Backends that opened tables before
 the restore must be recreated (they cache what they opened).
 """
@@ -53,22 +53,22 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from state import delta_io
-from state.checkpoint.coordinator import CheckpointCoordinator
-from state.checkpoint.errors import (
+from epochal.state import delta_io
+from epochal.state.checkpoint.coordinator import CheckpointCoordinator
+from epochal.state.checkpoint.errors import (
     CheckpointNotFound,
     CheckpointStorageError,
     CorruptMetadataError,
     UnsupportedMetadataVersion,
 )
-from state.checkpoint.hooks import restore_hooks
-from state.checkpoint.metadata import CheckpointMetadata
-from state.checkpoint.resolve import CheckpointResolver
-from state.checkpoint.storage import CheckpointStorage, PointerKind
-from state.tables import create_table
-from state.lifecycle.deltalog import DeltaLog, VersionSnapshot
-from state.lifecycle.plan import PlannedState, RestoreOptions, RestorePlan, _existing_tables, plan_restore
-from state.lifecycle.restore_types import (
+from epochal.state.checkpoint.hooks import restore_hooks
+from epochal.state.checkpoint.metadata import CheckpointMetadata
+from epochal.state.checkpoint.resolve import CheckpointResolver
+from epochal.state.checkpoint.storage import CheckpointStorage, PointerKind
+from epochal.state.tables import create_table
+from epochal.state.lifecycle.deltalog import DeltaLog, VersionSnapshot
+from epochal.state.lifecycle.plan import PlannedState, RestoreOptions, RestorePlan, _existing_tables, plan_restore
+from epochal.state.lifecycle.restore_types import (
     CheckpointSource,
     RestoreAction,
     RestoredState,
@@ -76,16 +76,16 @@ from state.lifecycle.restore_types import (
     SkippedCheckpoint,
     StateTarget,
 )
-from state.lifecycle.errors import (
+from epochal.state.lifecycle.errors import (
     CheckpointNotRestorable,
     NoRestorableCheckpoint,
     RescaleError,
     RestoreFallbackWarning,
     SnapshotUnavailable,
 )
-from state.lifecycle.paths import to_spark, to_url
-from state.lifecycle.schema import conform_columns, same_columns
-from state.snapshots import copied_properties
+from epochal.state.lifecycle.paths import to_spark, to_url
+from epochal.state.lifecycle.schema import conform_columns, same_columns
+from epochal.state.snapshots import copied_properties
 
 log = logging.getLogger(__name__)
 

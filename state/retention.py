@@ -11,7 +11,7 @@ How files are chosen: the set difference of file sets, not Delta VACUUM.
 * The file-set difference is exact and needs no Spark: the files kept for a
   working table are the union of the data and deletion-vector files of its
   needed versions, read from the Delta log with fsspec
-  (:mod:`state.lifecycle.deltalog`); every other file in the table folder is
+  (:mod:`epochal.state.lifecycle.deltalog`); every other file in the table folder is
   deleted, leftovers of failed writes included.
 
 Needed versions of a working table (``<checkpoints>/shared/<stage>/<state>``):
@@ -51,17 +51,17 @@ from typing import Any
 
 import fsspec
 
-from state.checkpoint.completed import CompletedCheckpoint
-from state.checkpoint.coordinator import CheckpointCoordinator
-from state.checkpoint.pending import PendingCheckpoint
-from state.checkpoint.resolve import CheckpointResolver
-from state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage
-from state.checkpoint.store import CompletedCheckpointStore
-from state.errors import EpochalStateError
-from state.handles import StateHandle
-from state.lifecycle.deltalog import DeltaLog, working_tables
-from state.lifecycle.errors import RetentionError
-from state.lifecycle.paths import is_relative, resolve_table_url, to_url
+from epochal.state.checkpoint.completed import CompletedCheckpoint
+from epochal.state.checkpoint.coordinator import CheckpointCoordinator
+from epochal.state.checkpoint.pending import PendingCheckpoint
+from epochal.state.checkpoint.resolve import CheckpointResolver
+from epochal.state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage
+from epochal.state.checkpoint.store import CompletedCheckpointStore
+from epochal.state.errors import EpochalStateError
+from epochal.state.handles import StateHandle
+from epochal.state.lifecycle.deltalog import DeltaLog, working_tables
+from epochal.state.lifecycle.errors import RetentionError
+from epochal.state.lifecycle.paths import is_relative, resolve_table_url, to_url
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Delta's jars are resolved the way Spark does it: ``spark.jars.packages`` (set
 up by delta's own pip helper) fetches them from Maven Central through Ivy into
 the local Ivy cache, once. A deployment with a location on S3 adds Hadoop's
-S3A connector the same way (``state.objectstore``). ``python -m state.session
+S3A connector the same way (``epochal.state.objectstore``). ``python -m epochal.state.session
 --warm`` resolves both ahead of time (the Makefile's set-up step), so neither
 a test nor a run downloads jars.
 """
@@ -16,8 +16,8 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from config import SparkSettings
-from state.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
+from epochal.config import SparkSettings
+from epochal.state.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -146,7 +146,7 @@ def _warm(config_path: str | None = None) -> int:
 
     packages = list(S3A_PACKAGES)
     if config_path:
-        from config import load_settings
+        from epochal.config import load_settings
 
         configured = load_settings(config_path, env={}).spark.conf.get("spark.jars.packages", "")
         packages += [p for p in str(configured).split(",") if p and p not in packages]

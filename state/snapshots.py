@@ -5,7 +5,7 @@ The working state tables live at ``<checkpoints>/shared/<stage>/<state>``
 
 * INCREMENTAL checkpoint (``checkpoints.mode: incremental``): a handle is the
   working table's current Delta version; nothing is copied. The versions stay
-  readable because retention (:mod:`state.retention`) keeps every file a
+  readable because retention (:mod:`epochal.state.retention`) keeps every file a
   retained checkpoint's version needs, and the Delta log is never truncated.
 * FULL checkpoint (``checkpoints.mode: full``) and every SAVEPOINT: each state
   table is copied, read at the handle's version and written as a new Delta
@@ -27,16 +27,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from config.models import CheckpointMode
-from state import delta_io
-from state.checkpoint.metadata import CheckpointKind
-from state.checkpoint.pending import CheckpointSpec, PendingCheckpoint
-from state.checkpoint.storage import CheckpointStorage, validate_name
-from state.handles import StateHandle
-from state.tables import create_table
-from state.lifecycle.deltalog import DeltaLog, VersionSnapshot
-from state.lifecycle.errors import SnapshotUnavailable, SnapshotWriteError
-from state.lifecycle.paths import is_relative, join_url, resolve_handle_path, resolve_table_url, to_spark
+from epochal.config.models import CheckpointMode
+from epochal.state import delta_io
+from epochal.state.checkpoint.metadata import CheckpointKind
+from epochal.state.checkpoint.pending import CheckpointSpec, PendingCheckpoint
+from epochal.state.checkpoint.storage import CheckpointStorage, validate_name
+from epochal.state.handles import StateHandle
+from epochal.state.tables import create_table
+from epochal.state.lifecycle.deltalog import DeltaLog, VersionSnapshot
+from epochal.state.lifecycle.errors import SnapshotUnavailable, SnapshotWriteError
+from epochal.state.lifecycle.paths import is_relative, join_url, resolve_handle_path, resolve_table_url, to_spark
 
 STATE_DIR = "state"
 COPIED_PROPERTY_PREFIXES = ("epochal.", "delta.")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
-from state import delta_io
-from state.errors import StateTableNotFound
-from state.handles import StateHandle, StateKind
+from epochal.state import delta_io
+from epochal.state.errors import StateTableNotFound
+from epochal.state.handles import StateHandle, StateKind
 
 
 def snapshot_table(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from pipeline.examples.clickstream import reference as ref
+from epochal.pipeline.examples.clickstream import reference as ref
 
 
 def _frame(spark, path: Path, columns: list[str]) -> pd.DataFrame:

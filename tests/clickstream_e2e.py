@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.examples.clickstream import reference as ref
+from epochal.pipeline.examples.clickstream import reference as ref
 from clickstream_check import _frame, _same
 
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))

@@ -11,12 +11,12 @@ import pytest
 _TESTS = str(Path(__file__).resolve().parent)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS, os.environ.get("PYTHONPATH", "")) if p)
 
-from config import SparkSettings
+from epochal.config import SparkSettings
 
 
 @pytest.fixture(scope="session")
 def spark():
-    from state.session import build_spark_session
+    from epochal.state.session import build_spark_session
 
     session = build_spark_session(
         SparkSettings(master="local[2]", parallelism=2, shuffle_partitions=2, driver_memory="2g"),

@@ -69,7 +69,7 @@ _COMPOSE_SERVICE_COMMANDS = {"up", "down", "logs", "ps", "build", "pull", "stop"
 
 
 def _check_epochal(args: list[str], where: str) -> None:
-    from orchestration.cli import build_parser
+    from epochal.orchestration.cli import build_parser
 
     try:
         build_parser().parse_args(args)

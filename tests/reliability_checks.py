@@ -2,7 +2,7 @@
 
 Table contents are compared in Spark (``exceptAll`` both ways: multisets), never
 collected. Orphans are judged from the Delta logs and the completed-checkpoint
-store independently of :mod:`state.retention`: a data or deletion-vector file
+store independently of :mod:`epochal.state.retention`: a data or deletion-vector file
 in a working table that neither the table's current version nor a version that
 a retained checkpoint or savepoint references holds is orphaned.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from state.checkpoint.resolve import CheckpointResolver
-from state.lifecycle.deltalog import DeltaLog, working_tables
-from state.lifecycle.paths import resolve_table_url, to_spark
+from epochal.state.checkpoint.resolve import CheckpointResolver
+from epochal.state.lifecycle.deltalog import DeltaLog, working_tables
+from epochal.state.lifecycle.paths import resolve_table_url, to_spark
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ pytest.importorskip("matplotlib", reason="the bench extra (pip install -e '.[ben
 
 from bench import churn  # noqa: E402
 from bench.report import targets, write_report  # noqa: E402
-from pipeline.registry import PIPELINES  # noqa: E402
+from epochal.pipeline.registry import PIPELINES  # noqa: E402
 
 KEYS = 2_000
 

@@ -11,18 +11,18 @@ import uuid
 
 import pytest
 
-from state.checkpoint.clock import ManualClock
-from state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
-from state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError
-from state.checkpoint.failure import CheckpointFailureManager, StorageFailureStateRepository
-from state.checkpoint.ids import FileIdCounter
-from state.checkpoint.metadata import deserialize
-from state.checkpoint.reasons import CheckpointFailureReason as Reason
-from state.checkpoint.resolve import CheckpointResolver
-from state.checkpoint.stats import CheckpointStatsTracker, JsonLinesStatsHistory
-from state.checkpoint.storage import CheckpointStorage
-from state.checkpoint.store import InMemoryCompletedCheckpointStore
-from state.checkpoint.testing import FailingStorage, FailingStore, SimulatedCrash, make_handle
+from epochal.state.checkpoint.clock import ManualClock
+from epochal.state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
+from epochal.state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError
+from epochal.state.checkpoint.failure import CheckpointFailureManager, StorageFailureStateRepository
+from epochal.state.checkpoint.ids import FileIdCounter
+from epochal.state.checkpoint.metadata import deserialize
+from epochal.state.checkpoint.reasons import CheckpointFailureReason as Reason
+from epochal.state.checkpoint.resolve import CheckpointResolver
+from epochal.state.checkpoint.stats import CheckpointStatsTracker, JsonLinesStatsHistory
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.store import InMemoryCompletedCheckpointStore
+from epochal.state.checkpoint.testing import FailingStorage, FailingStore, SimulatedCrash, make_handle
 
 TASKS = ("a", "b")
 STEPS = ("_finalize_metadata", "_write_metadata", "_commit", "_after_commit")

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from state.checkpoint.clock import ManualClock
-from state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
-from state.checkpoint.errors import (
+from epochal.state.checkpoint.clock import ManualClock
+from epochal.state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
+from epochal.state.checkpoint.errors import (
     CheckpointNotFound,
     CheckpointStorageError,
     HookError,
@@ -16,15 +16,15 @@ from state.checkpoint.errors import (
     InvalidSavepointName,
     SavepointAlreadyExists,
 )
-from state.checkpoint.failure import CheckpointFailureManager
-from state.checkpoint.ids import InMemoryIdCounter
-from state.checkpoint.metadata import CheckpointKind, deserialize
-from state.checkpoint.pending import AckResult, PendingStatus
-from state.checkpoint.reasons import CheckpointFailureReason as Reason
-from state.checkpoint.stats import StatsStatus
-from state.checkpoint.storage import CheckpointStorage
-from state.checkpoint.store import InMemoryCompletedCheckpointStore
-from state.checkpoint.testing import RecordingHook, make_handle
+from epochal.state.checkpoint.failure import CheckpointFailureManager
+from epochal.state.checkpoint.ids import InMemoryIdCounter
+from epochal.state.checkpoint.metadata import CheckpointKind, deserialize
+from epochal.state.checkpoint.pending import AckResult, PendingStatus
+from epochal.state.checkpoint.reasons import CheckpointFailureReason as Reason
+from epochal.state.checkpoint.stats import StatsStatus
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.store import InMemoryCompletedCheckpointStore
+from epochal.state.checkpoint.testing import RecordingHook, make_handle
 
 TASKS = ("dedupe", "sessions", "sink")
 

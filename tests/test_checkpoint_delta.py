@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from config.models import CheckpointSettings
-from state.checkpoint.clock import ManualClock
-from state.checkpoint.completed import RetentionStatus
-from state.checkpoint.factory import create_coordinator
-from state.checkpoint.store import DeltaCompletedCheckpointStore
-from state.checkpoint.storage import to_spark_path
-from state.checkpoint.testing import make_handle
+from epochal.config.models import CheckpointSettings
+from epochal.state.checkpoint.clock import ManualClock
+from epochal.state.checkpoint.completed import RetentionStatus
+from epochal.state.checkpoint.factory import create_coordinator
+from epochal.state.checkpoint.store import DeltaCompletedCheckpointStore
+from epochal.state.checkpoint.storage import to_spark_path
+from epochal.state.checkpoint.testing import make_handle
 from test_checkpoint_store import completed, store_contract
 
 pytestmark = pytest.mark.timeout(600)

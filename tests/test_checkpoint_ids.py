@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from state.checkpoint.errors import CheckpointStorageError
-from state.checkpoint.ids import CheckpointIdCounter, FileIdCounter, InMemoryIdCounter
+from epochal.state.checkpoint.errors import CheckpointStorageError
+from epochal.state.checkpoint.ids import CheckpointIdCounter, FileIdCounter, InMemoryIdCounter
 
 
 @pytest.fixture(params=["in-memory", "file-memory-fs", "file-local"])

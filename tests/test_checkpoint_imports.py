@@ -1,4 +1,4 @@
-"""state.checkpoint depends on config and state only: no Dagster, pipeline, orchestration, nor Spark at import."""
+"""epochal.state.checkpoint depends on config and state only: no Dagster, pipeline, orchestration, nor Spark at import."""
 
 from __future__ import annotations
 
@@ -18,6 +18,6 @@ def test_import_direction() -> None:
 
 
 def test_public_names_resolve() -> None:
-    import state.checkpoint as checkpoint
+    import epochal.state.checkpoint as checkpoint
 
     assert all(hasattr(checkpoint, name) for name in checkpoint.__all__)

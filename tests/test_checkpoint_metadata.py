@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from config.models import CheckpointMode
-from state.checkpoint.errors import CorruptMetadataError, InvalidCheckpointRequest, UnsupportedMetadataVersion
-from state.checkpoint.metadata import (
+from epochal.config.models import CheckpointMode
+from epochal.state.checkpoint.errors import CorruptMetadataError, InvalidCheckpointRequest, UnsupportedMetadataVersion
+from epochal.state.checkpoint.metadata import (
     FORMAT_VERSION,
     CheckpointKind,
     CheckpointMetadata,
@@ -22,8 +22,8 @@ from state.checkpoint.metadata import (
     serialize,
     upgrade,
 )
-from state.checkpoint.testing import make_handle
-from state.handles import StateHandle, StateKind
+from epochal.state.checkpoint.testing import make_handle
+from epochal.state.handles import StateHandle, StateKind
 
 GOLDEN_V1 = Path(__file__).parent / "data" / "metadata_v1.json"
 T0 = datetime(2026, 11, 1, 13, 0, tzinfo=timezone.utc)

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from config.models import CheckpointMode
-from state.checkpoint.errors import IllegalCheckpointTransition
-from state.checkpoint.metadata import CheckpointKind
-from state.checkpoint.pending import (
+from epochal.config.models import CheckpointMode
+from epochal.state.checkpoint.errors import IllegalCheckpointTransition
+from epochal.state.checkpoint.metadata import CheckpointKind
+from epochal.state.checkpoint.pending import (
     FAILED_STATUSES,
     IN_PROGRESS_STATUSES,
     SUCCESS_STATUSES,
@@ -18,8 +18,8 @@ from state.checkpoint.pending import (
     PendingCheckpoint,
     PendingStatus,
 )
-from state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
-from state.checkpoint.testing import make_handle
+from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
+from epochal.state.checkpoint.testing import make_handle
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

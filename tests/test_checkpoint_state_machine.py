@@ -17,16 +17,16 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, event, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from state.checkpoint.clock import ManualClock
-from state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
-from state.checkpoint.failure import CheckpointFailureManager
-from state.checkpoint.ids import InMemoryIdCounter
-from state.checkpoint.metadata import CheckpointKind, deserialize
-from state.checkpoint.pending import AckResult
-from state.checkpoint.reasons import CheckpointFailureReason as Reason
-from state.checkpoint.storage import CheckpointStorage
-from state.checkpoint.store import InMemoryCompletedCheckpointStore
-from state.checkpoint.testing import make_handle
+from epochal.state.checkpoint.clock import ManualClock
+from epochal.state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
+from epochal.state.checkpoint.failure import CheckpointFailureManager
+from epochal.state.checkpoint.ids import InMemoryIdCounter
+from epochal.state.checkpoint.metadata import CheckpointKind, deserialize
+from epochal.state.checkpoint.pending import AckResult
+from epochal.state.checkpoint.reasons import CheckpointFailureReason as Reason
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.store import InMemoryCompletedCheckpointStore
+from epochal.state.checkpoint.testing import make_handle
 
 TASKS = ("dedupe", "sessions", "sink")
 MAX_CONCURRENT, RETAIN, TIMEOUT_S, MIN_PAUSE_S, TOLERABLE = 2, 2, 10.0, 1.0, 2

@@ -7,21 +7,21 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from config.models import CheckpointMode
-from state.checkpoint.errors import HookError, InvalidCheckpointRequest, PipelineFailed
-from state.checkpoint.failure import (
+from epochal.config.models import CheckpointMode
+from epochal.state.checkpoint.errors import HookError, InvalidCheckpointRequest, PipelineFailed
+from epochal.state.checkpoint.failure import (
     CheckpointFailureManager,
     FailureState,
     InMemoryFailureStateRepository,
     StorageFailureStateRepository,
 )
-from state.checkpoint.hooks import check_identifiers, restore_hooks, trigger_hooks
-from state.checkpoint.metadata import CheckpointKind
-from state.checkpoint.pending import CheckpointSpec, PendingCheckpoint
-from state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason as Reason
-from state.checkpoint.stats import CheckpointStatsTracker, JsonLinesStatsHistory, StatsStatus
-from state.checkpoint.storage import CheckpointStorage
-from state.checkpoint.testing import FailingStorage, RecordingHook, make_handle
+from epochal.state.checkpoint.hooks import check_identifiers, restore_hooks, trigger_hooks
+from epochal.state.checkpoint.metadata import CheckpointKind
+from epochal.state.checkpoint.pending import CheckpointSpec, PendingCheckpoint
+from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason as Reason
+from epochal.state.checkpoint.stats import CheckpointStatsTracker, JsonLinesStatsHistory, StatsStatus
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.testing import FailingStorage, RecordingHook, make_handle
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 
-from state.checkpoint import storage as storage_module
-from state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError, InvalidSavepointName
-from state.checkpoint.storage import CheckpointStorage, PointerKind, to_spark_path
-from state.checkpoint.testing import SimulatedCrash
+from epochal.state.checkpoint import storage as storage_module
+from epochal.state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError, InvalidSavepointName
+from epochal.state.checkpoint.storage import CheckpointStorage, PointerKind, to_spark_path
+from epochal.state.checkpoint.testing import SimulatedCrash
 
 
 @pytest.fixture(params=["memory", "local"])

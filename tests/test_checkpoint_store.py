@@ -6,10 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from state.checkpoint.completed import AWAITING_RELEASE, FINISHED, RESTORABLE, CompletedCheckpoint, RetentionStatus
-from state.checkpoint.errors import CheckpointNotFound, DuplicateCheckpointError, IllegalCheckpointTransition
-from state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
-from state.checkpoint.store import CompletedCheckpointStore, InMemoryCompletedCheckpointStore, plan_add
+from epochal.state.checkpoint.completed import AWAITING_RELEASE, FINISHED, RESTORABLE, CompletedCheckpoint, RetentionStatus
+from epochal.state.checkpoint.errors import CheckpointNotFound, DuplicateCheckpointError, IllegalCheckpointTransition
+from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
+from epochal.state.checkpoint.store import CompletedCheckpointStore, InMemoryCompletedCheckpointStore, plan_add
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from clickstream_check import check_sinks
-from pipeline.examples.clickstream.generator import GeneratorConfig, generate
+from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 PARTITIONS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"]

@@ -10,10 +10,10 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from pipeline.examples.clickstream import reasons as R
-from pipeline.examples.clickstream.generator import MALFORMED_KINDS, GeneratorConfig, generate, main, parse_start
-from pipeline.examples.clickstream.layout import partition_files, partition_key, partition_window
-from pipeline.examples.clickstream.reference import ParsedEvent, Rejected, parse_line, split_lines
+from epochal.pipeline.examples.clickstream import reasons as R
+from epochal.pipeline.examples.clickstream.generator import MALFORMED_KINDS, GeneratorConfig, generate, main, parse_start
+from epochal.pipeline.examples.clickstream.layout import partition_files, partition_key, partition_window
+from epochal.pipeline.examples.clickstream.reference import ParsedEvent, Rejected, parse_line, split_lines
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 CONFIG = GeneratorConfig(users=8, events_per_hour=80, malformed_rate=0.15, duplicate_rate=0.1, late_rate=0.1, seed=7)

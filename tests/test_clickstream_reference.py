@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.examples.clickstream import reasons as R
-from pipeline.examples.clickstream.generator import GeneratorConfig, generate
-from pipeline.examples.clickstream.reference import (
+from epochal.pipeline.examples.clickstream import reasons as R
+from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
+from epochal.pipeline.examples.clickstream.reference import (
     ParsedEvent,
     ReferencePipeline,
     Rejected,
@@ -22,7 +22,7 @@ from pipeline.examples.clickstream.reference import (
     parse_time,
     split_lines,
 )
-from pipeline.examples.clickstream.samples import BLANK, SAMPLES, VALID
+from epochal.pipeline.examples.clickstream.samples import BLANK, SAMPLES, VALID
 
 UTC = timezone.utc
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from pipeline.examples.clickstream import reference as ref
-from pipeline.examples.clickstream.generator import GeneratorConfig, generate
-from pipeline.examples.clickstream.layout import partition_files
-from pipeline.examples.clickstream.parse import EVENT_SCHEMA, QUARANTINE_SCHEMA, dedupe_within_batch, parse_landing
-from pipeline.examples.clickstream.samples import BLANK, SAMPLES, VALID
-from pipeline.examples.clickstream.transforms import (
+from epochal.pipeline.examples.clickstream import reference as ref
+from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
+from epochal.pipeline.examples.clickstream.layout import partition_files
+from epochal.pipeline.examples.clickstream.parse import EVENT_SCHEMA, QUARANTINE_SCHEMA, dedupe_within_batch, parse_landing
+from epochal.pipeline.examples.clickstream.samples import BLANK, SAMPLES, VALID
+from epochal.pipeline.examples.clickstream.transforms import (
     hourly_revenue_delta,
     merge_hourly_revenue,
     merge_user_totals,

@@ -18,15 +18,15 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from config import ClickstreamSettings, Settings
-from pipeline.examples.clickstream import reference as ref
-from pipeline.examples.clickstream.generator import GeneratorConfig, generate
-from pipeline.examples.clickstream.layout import hour_dir, partition_window
-from pipeline.examples.clickstream.pipeline import build_pipeline
-from pipeline.examples.clickstream.stages import SESSION, EventTimeTimers, SessionStage, merge_session_spans
-from pipeline.stage import EpochInfo, SinkMode, StageContext
-from state.keyed import KeyedStateBackend
-from state.operator import OperatorStateBackend, OperatorStateStore
+from epochal.config import ClickstreamSettings, Settings
+from epochal.pipeline.examples.clickstream import reference as ref
+from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
+from epochal.pipeline.examples.clickstream.layout import hour_dir, partition_window
+from epochal.pipeline.examples.clickstream.pipeline import build_pipeline
+from epochal.pipeline.examples.clickstream.stages import SESSION, EventTimeTimers, SessionStage, merge_session_spans
+from epochal.pipeline.stage import EpochInfo, SinkMode, StageContext
+from epochal.state.keyed import KeyedStateBackend
+from epochal.state.operator import OperatorStateBackend, OperatorStateStore
 
 UTC = timezone.utc
 T0 = datetime(2026, 11, 1, 10, tzinfo=UTC)

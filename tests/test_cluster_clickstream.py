@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from clickstream_e2e import check_sinks, epochal, ok, start_epochal, write_config
-from pipeline.examples.clickstream.generator import GeneratorConfig, generate
+from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
 from reliability_doc import markdown_table, write_section
 from spark_cluster import free_port
 
@@ -168,8 +168,8 @@ def test_cluster_run_with_a_worker_killed_mid_epoch_equals_reference(spark, spar
 
 
 def test_a_driver_for_a_loopback_master_binds_to_loopback():
-    from config import SparkSettings
-    from state.session import spark_conf
+    from epochal.config import SparkSettings
+    from epochal.state.session import spark_conf
 
     assert spark_conf(SparkSettings(master="spark://127.0.0.1:7077"))["spark.driver.host"] == "127.0.0.1"
     assert spark_conf(SparkSettings(master="spark://localhost:7077"))["spark.driver.bindAddress"] == "127.0.0.1"

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 import toy_pipeline as toy
-from config import load_settings
-from pipeline.errors import ConcurrentRunError
-from pipeline.registry import build_deployment
-from pipeline.runner import EpochRunner
+from epochal.config import load_settings
+from epochal.pipeline.errors import ConcurrentRunError
+from epochal.pipeline.registry import build_deployment
+from epochal.pipeline.runner import EpochRunner
 from reliability_doc import markdown_table, write_section
-from state.lifecycle.paths import resolve_handle_path
+from epochal.state.lifecycle.paths import resolve_handle_path
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -25,7 +25,7 @@ HOURS = [[("a", 1), ("b", 2)], [("a", 10), ("c", 3)]]
 
 @pytest.fixture()
 def toy_registered():
-    from pipeline.registry import PIPELINES
+    from epochal.pipeline.registry import PIPELINES
 
     toy.register()
     yield

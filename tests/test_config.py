@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from config import (
+from epochal.config import (
     CheckpointMode,
     CheckpointSettings,
     ConfigError,
@@ -23,9 +23,9 @@ from config import (
     load_settings,
     settings_json_schema,
 )
-from config.docs import render_configuration_markdown
-from config.fields import format_duration
-from config.models import iter_fields, section_model
+from epochal.config.docs import render_configuration_markdown
+from epochal.config.fields import format_duration
+from epochal.config.models import iter_fields, section_model
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "config" / "example.yaml"
@@ -443,7 +443,7 @@ def test_every_field_has_a_description() -> None:
 
 def test_configuration_reference_is_up_to_date() -> None:
     committed = (REPO / "docs" / "configuration.md").read_text()
-    assert committed == render_configuration_markdown(), "run: python -m config.docs > docs/configuration.md"
+    assert committed == render_configuration_markdown(), "run: python -m epochal.config.docs > docs/configuration.md"
 
 
 def test_reference_lists_every_key_with_its_env_var() -> None:

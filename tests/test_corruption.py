@@ -21,19 +21,19 @@ import pytest
 import yaml
 
 import toy_pipeline as toy
-from config import load_settings
-from pipeline.errors import PipelineError
-from pipeline.progress import Progress
-from pipeline.registry import build_deployment
-from pipeline.runner import EpochRunner
+from epochal.config import load_settings
+from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.progress import Progress
+from epochal.pipeline.registry import build_deployment
+from epochal.pipeline.runner import EpochRunner
 from reliability_checks import deployment_tables, local
 from reliability_doc import markdown_table, write_section
-from state.checkpoint.errors import CheckpointError, InvalidSavepointName
-from state.checkpoint.metadata import content_checksum
-from state.errors import EpochalStateError
-from state.lifecycle.deltalog import DeltaLog
-from state.lifecycle.errors import CheckpointNotRestorable, NoRestorableCheckpoint, RestoreFallbackWarning
-from state.lifecycle.paths import resolve_table_url
+from epochal.state.checkpoint.errors import CheckpointError, InvalidSavepointName
+from epochal.state.checkpoint.metadata import content_checksum
+from epochal.state.errors import EpochalStateError
+from epochal.state.lifecycle.deltalog import DeltaLog
+from epochal.state.lifecycle.errors import CheckpointNotRestorable, NoRestorableCheckpoint, RestoreFallbackWarning
+from epochal.state.lifecycle.paths import resolve_table_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
@@ -45,7 +45,7 @@ EXPECTED_LOG = sorted((e, k, n) for e, rows in enumerate(HOURS) for k, n in rows
 
 @pytest.fixture()
 def toy_registered():
-    from pipeline.registry import PIPELINES
+    from epochal.pipeline.registry import PIPELINES
 
     toy.register()
     yield

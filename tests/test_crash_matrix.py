@@ -24,10 +24,10 @@ import pytest
 import yaml
 
 import toy_pipeline as toy
-from config import load_settings
-from pipeline.faults import POINTS
-from pipeline.registry import build_deployment
-from pipeline.runner import EpochRunner
+from epochal.config import load_settings
+from epochal.pipeline.faults import POINTS
+from epochal.pipeline.registry import build_deployment
+from epochal.pipeline.runner import EpochRunner
 from reliability_checks import checkpoint_list_problems, compare_deployments, orphaned_files, stray_folders
 from reliability_doc import markdown_table, write_section
 
@@ -117,7 +117,7 @@ def _run_killed(config: Path, kill: Kill) -> subprocess.CompletedProcess:
 
 @pytest.fixture()
 def toy_registered():
-    from pipeline.registry import PIPELINES
+    from epochal.pipeline.registry import PIPELINES
 
     toy.register()
     yield

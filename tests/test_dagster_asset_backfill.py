@@ -47,11 +47,11 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 from dagster._daemon.backfill import execute_backfill_iteration
 
-import orchestration.assets as assets
-import orchestration.epoch as epoch
-from config import load_settings
-from orchestration.assets import CHECK_COMPLETE, CHECK_CONSISTENT, CHECKPOINT, DEPLOYMENT_TAG
-from pipeline.registry import build_pipeline
+import epochal.orchestration.assets as assets
+import epochal.orchestration.epoch as epoch
+from epochal.config import load_settings
+from epochal.orchestration.assets import CHECK_COMPLETE, CHECK_CONSISTENT, CHECKPOINT, DEPLOYMENT_TAG
+from epochal.pipeline.registry import build_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCATION = "epochal"
@@ -76,12 +76,12 @@ def config(tmp_path: Path) -> Path:
 @pytest.fixture()
 def epochs(monkeypatch, config: Path) -> list[dict]:
     """Replaces the epoch's body: records each run's partition, assets and tags, reports every asset; no Spark."""
-    import state.session
+    import epochal.state.session
 
     def refuse(*_a, **_k):
         raise AssertionError("Spark was started")
 
-    monkeypatch.setattr(state.session, "build_spark_session", refuse)
+    monkeypatch.setattr(epochal.state.session, "build_spark_session", refuse)
     pipeline = build_pipeline(load_settings(config))
     order = [s.name for s in pipeline.ordered_stages] + [s.name for s in pipeline.sinks] + [CHECKPOINT]
     executed: list[dict] = []

@@ -13,15 +13,15 @@ import dagster as dg
 import pytest
 import yaml
 
-from config import load_settings
-from orchestration.assets import CHECKPOINT, POOL, code_version
-from orchestration.definitions import build_definitions, epoch_job_name
-from pipeline.registry import build_pipeline
-from state.checkpoint.failure import FailureState, StorageFailureStateRepository
-from state.checkpoint.metadata import CheckpointKind
-from state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
-from state.checkpoint.stats import CheckpointStats, JsonLinesStatsHistory, StatsStatus
-from state.checkpoint.storage import CheckpointStorage
+from epochal.config import load_settings
+from epochal.orchestration.assets import CHECKPOINT, POOL, code_version
+from epochal.orchestration.definitions import build_definitions, epoch_job_name
+from epochal.pipeline.registry import build_pipeline
+from epochal.state.checkpoint.failure import FailureState, StorageFailureStateRepository
+from epochal.state.checkpoint.metadata import CheckpointKind
+from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
+from epochal.state.checkpoint.stats import CheckpointStats, JsonLinesStatsHistory, StatsStatus
+from epochal.state.checkpoint.storage import CheckpointStorage
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -46,12 +46,12 @@ def defs(config: Path) -> dg.Definitions:
 @pytest.fixture(autouse=True)
 def no_spark(monkeypatch):
     """Definitions, schedules and sensors must never start Spark."""
-    import state.session
+    import epochal.state.session
 
     def refuse(*_a, **_k):
         raise AssertionError("Spark was started")
 
-    monkeypatch.setattr(state.session, "build_spark_session", refuse)
+    monkeypatch.setattr(epochal.state.session, "build_spark_session", refuse)
 
 
 def test_lineage_is_the_pipeline_dag_and_stateful_assets_depend_on_their_previous_partition(defs, config):
@@ -91,7 +91,7 @@ def test_one_epoch_is_one_unsubsettable_multi_asset_run_in_process(defs, config)
 def test_definitions_load_from_the_config_named_by_the_environment(config, monkeypatch):
     import importlib
 
-    import orchestration.definitions as module
+    import epochal.orchestration.definitions as module
 
     monkeypatch.setenv("EPOCHAL_CONFIG", str(config))
     loaded = importlib.reload(module).defs

@@ -22,9 +22,9 @@ import pytest
 import yaml
 
 from clickstream_check import check_sinks
-from config import load_settings
+from epochal.config import load_settings
 from dagster_live import GraphQL, free_port
-from pipeline.examples.clickstream.generator import GeneratorConfig, generate
+from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 PARTITIONS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"]
@@ -90,7 +90,7 @@ def test_partition_run_and_backfill_through_the_webserver_and_daemon(ui, spark):
         assert materialized == ALL_ASSETS, "every run materializes the whole epoch"
 
     check_sinks(spark, config, PARTITIONS)
-    from pipeline.registry import build_deployment
+    from epochal.pipeline.registry import build_deployment
 
     deployment = build_deployment(load_settings(config), spark)
     checkpoints = sorted(deployment.coordinator.store.all(), key=lambda c: int(c.checkpoint_id))

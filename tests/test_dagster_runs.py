@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 import toy_pipeline as toy
-from config import load_settings
-from orchestration.definitions import build_definitions
-from state.checkpoint.failure import FailureState, StorageFailureStateRepository
-from state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
-from state.checkpoint.storage import CheckpointStorage
+from epochal.config import load_settings
+from epochal.orchestration.definitions import build_definitions
+from epochal.state.checkpoint.failure import FailureState, StorageFailureStateRepository
+from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
+from epochal.state.checkpoint.storage import CheckpointStorage
 
 HOURS = [[("a", 1), ("b", 2)], [("a", 10), ("c", 3)], [("b", 5)]]
 KEYS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"]
@@ -26,7 +26,7 @@ KEYS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"]
 
 @pytest.fixture()
 def deployment(tmp_path: Path, spark):
-    from pipeline.registry import PIPELINES
+    from epochal.pipeline.registry import PIPELINES
 
     toy.register()
     for hour, rows in enumerate(HOURS):

@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from config import load_settings
+from epochal.config import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -311,7 +311,7 @@ def test_workspace_points_at_the_code_server():
     assert grpc["host"] == "dagster-code"
     assert grpc["port"] == int(option(code_args, "-p", "--port"))
     assert grpc["location_name"] == option(code_args, "--location-name")
-    assert option(code_args, "-m", "--module-name") == "orchestration.definitions"
+    assert option(code_args, "-m", "--module-name") == "epochal.orchestration.definitions"
     assert option(code_args, "-h", "--host") == "0.0.0.0"
     for name in ("dagster-webserver", "dagster-daemon"):
         home = service_env(services[name])["DAGSTER_HOME"]
@@ -350,7 +350,7 @@ def test_dagster_command_lines_parse_with_the_installed_dagster():
 
 
 def test_pool_and_run_tag_match_the_definitions():
-    assets = pytest.importorskip("orchestration.assets", reason="the Dagster definitions are not in this tree")
+    assets = pytest.importorskip("epochal.orchestration.assets", reason="the Dagster definitions are not in this tree")
     assert argv(compose()["services"]["dagster-init"])[-2] == assets.POOL
     config = yaml.safe_load((DEPLOY / "dagster.yaml").read_text())
     assert [limit["key"] for limit in config["concurrency"]["runs"]["tag_concurrency_limits"]] == [assets.DEPLOYMENT_TAG]
@@ -392,7 +392,7 @@ def test_pipeline_configuration_agrees_with_the_services():
     # SPARK_LOCAL_HOSTNAME) and listens on every interface
     assert "spark.driver.host" not in conf and env["SPARK_LOCAL_HOSTNAME"] == "dagster-code"
     assert conf["spark.driver.bindAddress"] == "0.0.0.0"
-    from state.session import spark_conf
+    from epochal.state.session import spark_conf
 
     # what the code server's sessions get, S3A settings derived from its environment included
     effective = spark_conf(settings.spark, locations=tuple(settings.storage_locations()), environ=env)
@@ -431,7 +431,7 @@ def test_dockerfile_bakes_in_the_jars_of_the_deployed_configuration():
     text = (ROOT / "Dockerfile").read_text()
     assert "openjdk-17" in text and "EPOCHAL_IVY_DIR=/opt/ivy" in text
     assert "pip install --no-cache-dir '.[deploy]'" in text
-    assert "python -m state.session --warm --config deploy/epochal-compose.yaml" in text
+    assert "python -m epochal.state.session --warm --config deploy/epochal-compose.yaml" in text
     assert 'ENTRYPOINT ["epochal"]' in text
     for package in ("config", "state", "pipeline", "orchestration", "deploy"):
         assert f"COPY {package} ./{package}" in text
@@ -443,7 +443,7 @@ def test_dockerfile_bakes_in_the_jars_of_the_deployed_configuration():
     bundled = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
     assert [p.name for p in bundled] == [f"hadoop-client-api-{hadoop_aws}.jar"], "hadoop-aws = pyspark's Hadoop"
     assert packages["com.amazonaws:aws-java-sdk-bundle"] == AWS_SDK_FOR_HADOOP[hadoop_aws]
-    from state.objectstore import S3A_PACKAGES
+    from epochal.state.objectstore import S3A_PACKAGES
 
     assert sorted(settings.spark.conf["spark.jars.packages"].split(",")) == sorted(S3A_PACKAGES)
 

@@ -4,7 +4,7 @@ Fenced blocks, by language:
 
 * ``python``: the blocks of one file run in order in one namespace (like a
   notebook), in a fresh temporary working directory, with ``spark`` (the test
-  session, what ``state.session.build_spark_session()`` returns) predefined.
+  session, what ``epochal.state.session.build_spark_session()`` returns) predefined.
 * ``sh`` / ``console``: every command line is checked (in ``console`` blocks the
   lines starting with ``$ ``): ``epochal ...`` parses with the real argument
   parser; ``make TARGET`` names a target of the Makefile, and a ``VAR=value``
@@ -112,8 +112,8 @@ def check_static(block: Block, tmp_path: Path) -> None:
     elif block.lang == "yaml" and block.directive == "dagster-run-config":
         import dagster as dg
 
-        from config import load_settings
-        from orchestration.definitions import build_definitions
+        from epochal.config import load_settings
+        from epochal.orchestration.definitions import build_definitions
 
         # Resolving definitions reads the current instance's state storage: a live one, whatever
         # earlier tests in this process left behind (Dagster keeps it in a context variable).
@@ -121,7 +121,7 @@ def check_static(block: Block, tmp_path: Path) -> None:
             job = build_definitions(load_settings(None, env={})).resolve_job_def(block.reason)
             dg.validate_run_config(job, yaml.safe_load(block.body))
     elif block.lang == "yaml":
-        from config import load_settings
+        from epochal.config import load_settings
 
         path = tmp_path / "epochal.yaml"
         path.write_text(block.body)
@@ -177,7 +177,7 @@ def _uses_spark(path: Path) -> bool:
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_python_examples_run(path: Path, request, monkeypatch, tmp_path):
-    from pipeline.registry import PIPELINES
+    from epochal.pipeline.registry import PIPELINES
 
     for name in [n for n in os.environ if n == "EPOCHAL_CONFIG" or n.upper().startswith("EPOCHAL__")]:
         monkeypatch.delenv(name)  # the examples read the default configuration
@@ -322,7 +322,7 @@ MAILTO=ops@example.com
 
 def test_a_broken_example_fails_the_check(tmp_path):
     import click
-    from config import ConfigError
+    from epochal.config import ConfigError
     from dagster._core.errors import DagsterInvalidConfigError
 
     found = blocks(ROOT / "docs" / "broken.md", BROKEN)

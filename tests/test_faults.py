@@ -10,7 +10,7 @@ import pytest
 
 SCRIPT = """
 import sys, time
-from pipeline.faults import arm_crash_timer, crashpoint
+from epochal.pipeline.faults import arm_crash_timer, crashpoint
 for epoch in (0, 1):
     for stage in ("read", "sum"):
         crashpoint("in_stage", epoch)

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from state.descriptors import (
+from epochal.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -16,9 +16,9 @@ from state.descriptors import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
-from state.errors import MaxParallelismMismatch, StateDescriptorError, StateSchemaError
-from state.keyed import KeyedStateBackend
-from state.keygroups import key_group_col
+from epochal.state.errors import MaxParallelismMismatch, StateDescriptorError, StateSchemaError
+from epochal.state.keyed import KeyedStateBackend
+from epochal.state.keygroups import key_group_col
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from state.keygroups import (
+from epochal.state.keygroups import (
     key_group_col,
     key_group_range_for_operator,
     operator_index_for_key_group,

@@ -11,10 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from pipeline.errors import ConcurrentRunError
-from pipeline.lease import DeploymentLease, LeaseLost, process_alive
-from state.checkpoint.clock import ManualClock, SystemClock
-from state.checkpoint.storage import CheckpointStorage
+from epochal.pipeline.errors import ConcurrentRunError
+from epochal.pipeline.lease import DeploymentLease, LeaseLost, process_alive
+from epochal.state.checkpoint.clock import ManualClock, SystemClock
+from epochal.state.checkpoint.storage import CheckpointStorage
 
 TIMEOUT = 60
 

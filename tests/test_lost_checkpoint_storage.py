@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 import toy_pipeline as toy
-from config import load_settings
-from pipeline.errors import PipelineError
-from pipeline.registry import PIPELINES, build_deployment
-from pipeline.runner import EpochRunner
+from epochal.config import load_settings
+from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.registry import PIPELINES, build_deployment
+from epochal.pipeline.runner import EpochRunner
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -64,7 +64,7 @@ def test_sinks_with_output_and_no_checkpoint_storage_refuse_to_run(spark, tmp_pa
 
 
 def test_a_restore_ahead_of_the_sinks_names_the_append_rows_it_cannot_bring_back():
-    from pipeline.sinks import DeltaSink, forward_gap
+    from epochal.pipeline.sinks import DeltaSink, forward_gap
 
     from types import SimpleNamespace
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from config import SparkSettings
-from state.checkpoint.ids import FileIdCounter
-from state.checkpoint.storage import CheckpointStorage, to_spark_path
-from state.lifecycle.paths import to_spark, to_url
-from state.objectstore import HADOOP_VERSION, S3A_PACKAGES, spark_packages
-from state.session import spark_conf
+from epochal.config import SparkSettings
+from epochal.state.checkpoint.ids import FileIdCounter
+from epochal.state.checkpoint.storage import CheckpointStorage, to_spark_path
+from epochal.state.lifecycle.paths import to_spark, to_url
+from epochal.state.objectstore import HADOOP_VERSION, S3A_PACKAGES, spark_packages
+from epochal.state.session import spark_conf
 
 SECRETS = {
     "AWS_ACCESS_KEY_ID": "AKIAEPOCHALQ7TESTKEY",
@@ -75,7 +75,7 @@ def test_s3_locations_bring_the_s3a_connector_that_matches_pyspark_hadoop():
 
 
 def test_config_errors_never_echo_a_secret(tmp_path):
-    from config import ConfigError, load_settings
+    from epochal.config import ConfigError, load_settings
 
     secret = SECRETS["AWS_SECRET_ACCESS_KEY"]
     path = tmp_path / "epochal.yaml"
@@ -144,7 +144,7 @@ def _leaks(texts: dict[str, bytes]) -> list[str]:
 @pytest.mark.timeout(2400)
 def test_clickstream_on_s3_kill_rerun_equals_reference_and_no_secret_leaks(spark, s3_env, tmp_path):
     from clickstream_e2e import SINKS, check_sinks, epochal, ok, write_config
-    from pipeline.examples.clickstream.generator import generate
+    from epochal.pipeline.examples.clickstream.generator import generate
     from reliability_doc import markdown_table, write_section
     from test_cluster_clickstream import SMALL, START
 

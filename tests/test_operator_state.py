@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
-from state.descriptors import BroadcastState, ListOperatorState, UnionListOperatorState
-from state.errors import StateSchemaError
-from state.operator import (
+from epochal.state.descriptors import BroadcastState, ListOperatorState, UnionListOperatorState
+from epochal.state.errors import StateSchemaError
+from epochal.state.operator import (
     OperatorStateBackend,
     OperatorStateStore,
     initialize_function,

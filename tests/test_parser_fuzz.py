@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from pipeline.examples.clickstream import reasons as R
-from pipeline.examples.clickstream import reference as ref
-from pipeline.examples.clickstream.parse import parse_landing
+from epochal.pipeline.examples.clickstream import reasons as R
+from epochal.pipeline.examples.clickstream import reference as ref
+from epochal.pipeline.examples.clickstream.parse import parse_landing
 from reliability_doc import markdown_table, write_section
 
 pytestmark = pytest.mark.timeout(1200)

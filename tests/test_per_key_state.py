@@ -7,16 +7,16 @@ from datetime import datetime, timezone
 import pytest
 from pyspark.sql import types as T
 
-from state.descriptors import (
+from epochal.state.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from state.errors import StateSchemaError
-from state.keyed import KeyedStateBackend
-from state.per_key import run_keyed_process
+from epochal.state.errors import StateSchemaError
+from epochal.state.keyed import KeyedStateBackend
+from epochal.state.per_key import run_keyed_process
 
 COUNT = ValueStateDescriptor("count", value_type=T.LongType())
 ITEMS = ListStateDescriptor("items", element_type=T.StringType())

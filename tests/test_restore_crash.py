@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from config import load_settings
-from pipeline import runner as runner_module
-from pipeline.deployment import CrashAwareCoordinator
-from pipeline.registry import build_deployment
-from pipeline.runner import EpochRunner
+from epochal.config import load_settings
+from epochal.pipeline import runner as runner_module
+from epochal.pipeline.deployment import CrashAwareCoordinator
+from epochal.pipeline.registry import build_deployment
+from epochal.pipeline.runner import EpochRunner
 from reliability_checks import compare_deployments, stray_folders
 
 import toy_pipeline as toy

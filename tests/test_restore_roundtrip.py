@@ -6,11 +6,11 @@ from collections import Counter
 
 import pytest
 
-from config.models import CheckpointMode
-from state.checkpoint.testing import RecordingHook
-from state.lifecycle.paths import resolve_handle_path
-from state.lifecycle.testing import Content, LifecycleHarness
-from state.restore import RestoreAction
+from epochal.config.models import CheckpointMode
+from epochal.state.checkpoint.testing import RecordingHook
+from epochal.state.lifecycle.paths import resolve_handle_path
+from epochal.state.lifecycle.testing import Content, LifecycleHarness
+from epochal.state.restore import RestoreAction
 
 pytestmark = pytest.mark.timeout(600)
 

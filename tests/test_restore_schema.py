@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import types as T
 
-from state.descriptors import ValueStateDescriptor
-from state.errors import MaxParallelismMismatch
-from state.lifecycle.errors import RescaleError, StateMigrationError
-from state.lifecycle.schema import SchemaVerdict, compare_schemas
-from state.lifecycle.testing import LifecycleHarness
-from state.restore import RestoreAction, StateTarget
+from epochal.state.descriptors import ValueStateDescriptor
+from epochal.state.errors import MaxParallelismMismatch
+from epochal.state.lifecycle.errors import RescaleError, StateMigrationError
+from epochal.state.lifecycle.schema import SchemaVerdict, compare_schemas
+from epochal.state.lifecycle.testing import LifecycleHarness
+from epochal.state.restore import RestoreAction, StateTarget
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -19,16 +19,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
-from state.checkpoint.metadata import CheckpointMetadata, serialize
-from state.checkpoint.storage import CheckpointStorage
-from state.checkpoint.store import InMemoryCompletedCheckpointStore
-from state.checkpoint.testing import SimulatedCrash
-from state.handles import StateHandle, StateKind
-from state.lifecycle.deltalog import DeltaLog, decode_dv_uuid, dv_file, working_tables
-from state.lifecycle.errors import SnapshotUnavailable
-from state.lifecycle.testing import CrashingDeleter
-from state.retention import release_subsumed
+from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
+from epochal.state.checkpoint.metadata import CheckpointMetadata, serialize
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.store import InMemoryCompletedCheckpointStore
+from epochal.state.checkpoint.testing import SimulatedCrash
+from epochal.state.handles import StateHandle, StateKind
+from epochal.state.lifecycle.deltalog import DeltaLog, decode_dv_uuid, dv_file, working_tables
+from epochal.state.lifecycle.errors import SnapshotUnavailable
+from epochal.state.lifecycle.testing import CrashingDeleter
+from epochal.state.retention import release_subsumed
 
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "k", "type": "string", "nullable": False, "metadata": {}}]})
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from state.checkpoint.completed import RetentionStatus
-from state.checkpoint.testing import SimulatedCrash
-from state.lifecycle.deltalog import DeltaLog
-from state.lifecycle.paths import resolve_table_url, to_url
-from state.lifecycle.testing import CrashingDeleter, LifecycleHarness
+from epochal.state.checkpoint.completed import RetentionStatus
+from epochal.state.checkpoint.testing import SimulatedCrash
+from epochal.state.lifecycle.deltalog import DeltaLog
+from epochal.state.lifecycle.paths import resolve_table_url, to_url
+from epochal.state.lifecycle.testing import CrashingDeleter, LifecycleHarness
 
 pytestmark = pytest.mark.timeout(900)
 

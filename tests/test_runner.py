@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config import load_settings
-from pipeline.errors import PipelineError, StageError
-from pipeline.registry import build_deployment
-from pipeline.runner import EpochRunner
+from epochal.config import load_settings
+from epochal.pipeline.errors import PipelineError, StageError
+from epochal.pipeline.registry import build_deployment
+from epochal.pipeline.runner import EpochRunner
 
 import toy_pipeline as toy
 
@@ -45,7 +45,7 @@ def _deploy(tmp: Path, **checkpoints) -> Path:
 
 @pytest.fixture()
 def toy_registered():
-    from pipeline.registry import PIPELINES
+    from epochal.pipeline.registry import PIPELINES
 
     toy.register()
     yield

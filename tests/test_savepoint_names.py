@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from orchestration.cli import main
-from state.checkpoint import ManualClock
-from state.checkpoint.errors import InvalidSavepointName
-from state.checkpoint.factory import create_in_memory_coordinator
-from state.checkpoint.storage import CheckpointStorage
-from config.models import CheckpointSettings
+from epochal.orchestration.cli import main
+from epochal.state.checkpoint import ManualClock
+from epochal.state.checkpoint.errors import InvalidSavepointName
+from epochal.state.checkpoint.factory import create_in_memory_coordinator
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.config.models import CheckpointSettings
 
 ESCAPES = ["../x", "..", ".", "/etc/passwd", "a/b", "a\\b", "", " x", "x\x00", "s3://bucket/x", "file:///tmp/x",
            "~/x", "x/../../y", "-rf", "a" * 129, "\u00e9t\u00e9"]

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from state.lifecycle.paths import resolve_handle_path
-from state.lifecycle.testing import LifecycleHarness
-from state.restore import RestoreAction
+from epochal.state.lifecycle.paths import resolve_handle_path
+from epochal.state.lifecycle.testing import LifecycleHarness
+from epochal.state.restore import RestoreAction
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from state.descriptors import ValueStateDescriptor
-from state.keyed import KeyedStateBackend
+from epochal.state.descriptors import ValueStateDescriptor
+from epochal.state.keyed import KeyedStateBackend
 
 KEYS = 40_000
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.dag import Pipeline
-from pipeline.sources import HourlyFolderSource
-from pipeline.stage import SinkMode, SinkSpec
-from state.descriptors import UnionListOperatorState, ValueStateDescriptor
+from epochal.pipeline.dag import Pipeline
+from epochal.pipeline.sources import HourlyFolderSource
+from epochal.pipeline.stage import SinkMode, SinkSpec
+from epochal.state.descriptors import UnionListOperatorState, ValueStateDescriptor
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 TOTAL = ValueStateDescriptor("total", value_type=T.LongType())
@@ -78,17 +78,17 @@ def write_hour(landing: Path, hour: int, rows: list[tuple[str, int]]) -> None:
 
 
 def register() -> None:
-    from pipeline.registry import PIPELINES
+    from epochal.pipeline.registry import PIPELINES
 
     PIPELINES["toy"] = build
 
 
 if __name__ == "__main__":
-    from config import load_settings
-    from pipeline.registry import build_deployment
-    from pipeline.runner import EpochRunner
+    from epochal.config import load_settings
+    from epochal.pipeline.registry import build_deployment
+    from epochal.pipeline.runner import EpochRunner
 
-    from pipeline.faults import arm_crash_timer
+    from epochal.pipeline.faults import arm_crash_timer
 
     register()
     settings = load_settings(sys.argv[1])

@@ -5,16 +5,16 @@ The small parts are importable from their modules; the names most callers
 need are re-exported here.
 """
 
-from state.checkpoint.clock import Clock, ManualClock, SystemClock
-from state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
-from state.checkpoint.coordinator import (
+from epochal.state.checkpoint.clock import Clock, ManualClock, SystemClock
+from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
+from epochal.state.checkpoint.coordinator import (
     Acknowledgement,
     CheckpointCoordinator,
     Completion,
     CoordinatorPolicy,
     TriggerResult,
 )
-from state.checkpoint.errors import (
+from epochal.state.checkpoint.errors import (
     CheckpointError,
     CheckpointNotFound,
     CheckpointStorageError,
@@ -22,17 +22,17 @@ from state.checkpoint.errors import (
     PipelineFailed,
     UnsupportedMetadataVersion,
 )
-from state.checkpoint.factory import create_coordinator, create_in_memory_coordinator
-from state.checkpoint.failure import CheckpointFailureManager
-from state.checkpoint.hooks import MasterTriggerRestoreHook
-from state.checkpoint.ids import CheckpointIdCounter, FileIdCounter, InMemoryIdCounter
-from state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
-from state.checkpoint.pending import AckResult, PendingCheckpoint, PendingStatus
-from state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
-from state.checkpoint.resolve import CheckpointResolver
-from state.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
-from state.checkpoint.storage import CheckpointStorage, to_spark_path
-from state.checkpoint.store import (
+from epochal.state.checkpoint.factory import create_coordinator, create_in_memory_coordinator
+from epochal.state.checkpoint.failure import CheckpointFailureManager
+from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook
+from epochal.state.checkpoint.ids import CheckpointIdCounter, FileIdCounter, InMemoryIdCounter
+from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
+from epochal.state.checkpoint.pending import AckResult, PendingCheckpoint, PendingStatus
+from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
+from epochal.state.checkpoint.resolve import CheckpointResolver
+from epochal.state.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
+from epochal.state.checkpoint.storage import CheckpointStorage, to_spark_path
+from epochal.state.checkpoint.store import (
     CompletedCheckpointStore,
     DeltaCompletedCheckpointStore,
     InMemoryCompletedCheckpointStore,

@@ -6,10 +6,10 @@ from enum import Enum
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-from state.checkpoint.errors import IllegalCheckpointTransition
-from state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
-from state.handles import StateHandle
-from state.ids import CheckpointId, Epoch
+from epochal.state.checkpoint.errors import IllegalCheckpointTransition
+from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
+from epochal.state.handles import StateHandle
+from epochal.state.ids import CheckpointId, Epoch
 
 
 class RetentionStatus(str, Enum):

@@ -14,7 +14,7 @@ FINALIZE_FAILED; a crash (the process dies) anywhere leaves the store as it
 was before ``_commit`` or after it, never in between, so the previous
 checkpoint stays the latest until the new one is committed. Files are never
 deleted here: a ``_metadata`` whose commit did not happen is simply not a
-checkpoint (see :mod:`state.checkpoint.resolve`).
+checkpoint (see :mod:`epochal.state.checkpoint.resolve`).
 """
 
 from __future__ import annotations
@@ -25,28 +25,28 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from config.models import CheckpointMode, CheckpointSettings
-from state.checkpoint.clock import Clock
-from state.checkpoint.completed import CompletedCheckpoint
-from state.checkpoint.errors import (
+from epochal.config.models import CheckpointMode, CheckpointSettings
+from epochal.state.checkpoint.clock import Clock
+from epochal.state.checkpoint.completed import CompletedCheckpoint
+from epochal.state.checkpoint.errors import (
     CheckpointError,
     HookError,
     InvalidCheckpointRequest,
     PipelineFailed,
     SavepointAlreadyExists,
 )
-from state.checkpoint.failure import CheckpointFailureManager
-from state.checkpoint.hooks import MasterTriggerRestoreHook, check_identifiers, restore_hooks, trigger_hooks
-from state.checkpoint.ids import CheckpointIdCounter
-from state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, require_json, serialize
-from state.checkpoint.pending import AckResult, CheckpointSpec, PendingCheckpoint, PendingStatus
-from state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason as Reason
-from state.checkpoint.resolve import CheckpointResolver
-from state.checkpoint.stats import CheckpointStatsTracker
-from state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage, validate_name
-from state.checkpoint.store import CompletedCheckpointStore
-from state.handles import StateHandle
-from state.ids import CheckpointId, Epoch
+from epochal.state.checkpoint.failure import CheckpointFailureManager
+from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook, check_identifiers, restore_hooks, trigger_hooks
+from epochal.state.checkpoint.ids import CheckpointIdCounter
+from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, require_json, serialize
+from epochal.state.checkpoint.pending import AckResult, CheckpointSpec, PendingCheckpoint, PendingStatus
+from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason as Reason
+from epochal.state.checkpoint.resolve import CheckpointResolver
+from epochal.state.checkpoint.stats import CheckpointStatsTracker
+from epochal.state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage, validate_name
+from epochal.state.checkpoint.store import CompletedCheckpointStore
+from epochal.state.handles import StateHandle
+from epochal.state.ids import CheckpointId, Epoch
 
 log = logging.getLogger(__name__)
 

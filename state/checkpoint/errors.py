@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from state.errors import EpochalStateError
+from epochal.state.errors import EpochalStateError
 
 if TYPE_CHECKING:
-    from state.checkpoint.reasons import CheckpointFailure
+    from epochal.state.checkpoint.reasons import CheckpointFailure
 
 
 class CheckpointError(EpochalStateError):
-    """Base of every error raised by ``state.checkpoint``."""
+    """Base of every error raised by ``epochal.state.checkpoint``."""
 
 
 class CheckpointStorageError(CheckpointError):

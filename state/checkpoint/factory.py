@@ -6,15 +6,15 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from config.models import CheckpointSettings
-from state.checkpoint.clock import Clock
-from state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
-from state.checkpoint.failure import CheckpointFailureManager, StorageFailureStateRepository
-from state.checkpoint.hooks import MasterTriggerRestoreHook
-from state.checkpoint.ids import FileIdCounter, InMemoryIdCounter
-from state.checkpoint.stats import CheckpointStatsTracker, InMemoryStatsHistory, JsonLinesStatsHistory
-from state.checkpoint.storage import CheckpointStorage
-from state.checkpoint.store import DeltaCompletedCheckpointStore, InMemoryCompletedCheckpointStore
+from epochal.config.models import CheckpointSettings
+from epochal.state.checkpoint.clock import Clock
+from epochal.state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
+from epochal.state.checkpoint.failure import CheckpointFailureManager, StorageFailureStateRepository
+from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook
+from epochal.state.checkpoint.ids import FileIdCounter, InMemoryIdCounter
+from epochal.state.checkpoint.stats import CheckpointStatsTracker, InMemoryStatsHistory, JsonLinesStatsHistory
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.store import DeltaCompletedCheckpointStore, InMemoryCompletedCheckpointStore
 
 
 def create_coordinator(

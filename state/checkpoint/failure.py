@@ -14,9 +14,9 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from state.checkpoint.errors import CheckpointError, PipelineFailed
-from state.checkpoint.reasons import CheckpointFailure
-from state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.errors import CheckpointError, PipelineFailed
+from epochal.state.checkpoint.reasons import CheckpointFailure
+from epochal.state.checkpoint.storage import CheckpointStorage
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from state.checkpoint.errors import HookError, InvalidCheckpointRequest
-from state.checkpoint.metadata import require_json
-from state.ids import CheckpointId, Epoch
+from epochal.state.checkpoint.errors import HookError, InvalidCheckpointRequest
+from epochal.state.checkpoint.metadata import require_json
+from epochal.state.ids import CheckpointId, Epoch
 
 
 @runtime_checkable

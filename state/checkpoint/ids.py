@@ -18,8 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from fsspec.core import url_to_fs
 
-from state.checkpoint.errors import CheckpointStorageError
-from state.ids import CheckpointId
+from epochal.state.checkpoint.errors import CheckpointStorageError
+from epochal.state.ids import CheckpointId
 
 FIRST_ID = 1
 

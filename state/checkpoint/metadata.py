@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from config.models import CheckpointMode
-from state.checkpoint.errors import CorruptMetadataError, InvalidCheckpointRequest, UnsupportedMetadataVersion
-from state.handles import StateHandle
-from state.ids import CheckpointId, Epoch
+from epochal.config.models import CheckpointMode
+from epochal.state.checkpoint.errors import CorruptMetadataError, InvalidCheckpointRequest, UnsupportedMetadataVersion
+from epochal.state.handles import StateHandle
+from epochal.state.ids import CheckpointId, Epoch
 
 FORMAT_VERSION = 1
 CHECKSUM_PREFIX = "sha256:"

@@ -9,12 +9,12 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from config.models import CheckpointMode
-from state.checkpoint.errors import IllegalCheckpointTransition
-from state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, TaskAckInfo
-from state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
-from state.handles import StateHandle
-from state.ids import CheckpointId, Epoch
+from epochal.config.models import CheckpointMode
+from epochal.state.checkpoint.errors import IllegalCheckpointTransition
+from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, TaskAckInfo
+from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
+from epochal.state.handles import StateHandle
+from epochal.state.ids import CheckpointId, Epoch
 
 
 class PendingStatus(str, Enum):

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
-from state.checkpoint.errors import CheckpointNotFound
-from state.checkpoint.metadata import CheckpointMetadata, deserialize
-from state.checkpoint.storage import CheckpointPointer, CheckpointStorage
-from state.checkpoint.store import CompletedCheckpointStore
-from state.ids import CheckpointId
+from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
+from epochal.state.checkpoint.errors import CheckpointNotFound
+from epochal.state.checkpoint.metadata import CheckpointMetadata, deserialize
+from epochal.state.checkpoint.storage import CheckpointPointer, CheckpointStorage
+from epochal.state.checkpoint.store import CompletedCheckpointStore
+from epochal.state.ids import CheckpointId
 
 _LIST = "list checkpoints and savepoints with `epochal checkpoints list`."
 

@@ -17,11 +17,11 @@ from typing import Protocol
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from state.checkpoint.errors import CheckpointError, CheckpointNotFound
-from state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
-from state.checkpoint.pending import PendingCheckpoint
-from state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
-from state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.errors import CheckpointError, CheckpointNotFound
+from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
+from epochal.state.checkpoint.pending import PendingCheckpoint
+from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
+from epochal.state.checkpoint.storage import CheckpointStorage
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError, InvalidSavepointName
-from state.ids import CheckpointId
+from epochal.state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError, InvalidSavepointName
+from epochal.state.ids import CheckpointId
 
 METADATA_FILE = "_metadata"
 #: In a savepoint folder while the savepoint is being taken: removed once it is committed.

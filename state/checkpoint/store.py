@@ -17,10 +17,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from fsspec.core import url_to_fs
 
-from state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
-from state.checkpoint.errors import CheckpointNotFound, DuplicateCheckpointError, InvalidCheckpointRequest
-from state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
-from state.checkpoint.storage import to_spark_path
+from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
+from epochal.state.checkpoint.errors import CheckpointNotFound, DuplicateCheckpointError, InvalidCheckpointRequest
+from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
+from epochal.state.checkpoint.storage import to_spark_path
 
 
 @runtime_checkable

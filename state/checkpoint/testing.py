@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from state.checkpoint.completed import CompletedCheckpoint
-from state.checkpoint.errors import CheckpointStorageError
-from state.checkpoint.metadata import CheckpointKind
-from state.checkpoint.storage import CheckpointStorage
-from state.checkpoint.store import CompletedCheckpointStore
-from state.handles import StateHandle, StateKind
-from state.ids import CheckpointId
+from epochal.state.checkpoint.completed import CompletedCheckpoint
+from epochal.state.checkpoint.errors import CheckpointStorageError
+from epochal.state.checkpoint.metadata import CheckpointKind
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.store import CompletedCheckpointStore
+from epochal.state.handles import StateHandle, StateKind
+from epochal.state.ids import CheckpointId
 
 
 class SimulatedCrash(BaseException):

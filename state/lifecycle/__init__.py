@@ -2,11 +2,11 @@
 
 The public entry points live one level up, where the epoch runner imports them:
 
-* :mod:`state.snapshots` — what a checkpoint's handles point at (incremental: the
+* :mod:`epochal.state.snapshots` — what a checkpoint's handles point at (incremental: the
   working tables' versions; full checkpoints and savepoints: self-contained copies);
-* :mod:`state.restore` — bring the working tables back to a checkpoint or savepoint,
+* :mod:`epochal.state.restore` — bring the working tables back to a checkpoint or savepoint,
   with fallback, validation, schema migration and rescale;
-* :mod:`state.retention` — release subsumed checkpoints and the shared files no
+* :mod:`epochal.state.retention` — release subsumed checkpoints and the shared files no
   retained checkpoint needs.
 
 This package holds the parts they share:

@@ -33,8 +33,8 @@ from urllib.parse import unquote
 
 import fsspec
 
-from state.lifecycle.errors import SnapshotUnavailable
-from state.lifecycle.paths import inside, to_url
+from epochal.state.lifecycle.errors import SnapshotUnavailable
+from epochal.state.lifecycle.paths import inside, to_url
 
 log = logging.getLogger(__name__)
 

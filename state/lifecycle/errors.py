@@ -6,8 +6,8 @@ in ``error.context``, and says what to do next (``error.action``).
 
 from __future__ import annotations
 
-from state.checkpoint.errors import CheckpointError
-from state.errors import EpochalStateError, StateSchemaError, StateTableNotFound
+from epochal.state.checkpoint.errors import CheckpointError
+from epochal.state.errors import EpochalStateError, StateSchemaError, StateTableNotFound
 
 
 class SnapshotUnavailable(StateTableNotFound):

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 import posixpath
 
-from state.checkpoint.storage import to_spark_path
-from state.handles import StateHandle
-from state.lifecycle.errors import SnapshotUnavailable
+from epochal.state.checkpoint.storage import to_spark_path
+from epochal.state.handles import StateHandle
+from epochal.state.lifecycle.errors import SnapshotUnavailable
 
 _FS_SCHEMES = {"s3a": "s3", "s3n": "s3", "file": "file", "local": "file"}
 

@@ -6,16 +6,16 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pyspark.sql import types as T
-from state.checkpoint.metadata import CheckpointMetadata
-from state.checkpoint.storage import validate_name
-from state.errors import MaxParallelismMismatch
-from state.handles import StateHandle, StateKind
-from state.keyed import PROP_MAX_PARALLELISM
-from state.lifecycle.deltalog import DeltaLog, VersionSnapshot, working_tables
-from state.lifecycle.errors import RescaleError, SnapshotUnavailable, StateMigrationError, UnclaimedStateError
-from state.lifecycle.paths import join_url, resolve_table_url, same_location, to_url
-from state.lifecycle.schema import SchemaComparison, SchemaVerdict, compare_schemas, same_columns
-from state.lifecycle.restore_types import StateTarget
+from epochal.state.checkpoint.metadata import CheckpointMetadata
+from epochal.state.checkpoint.storage import validate_name
+from epochal.state.errors import MaxParallelismMismatch
+from epochal.state.handles import StateHandle, StateKind
+from epochal.state.keyed import PROP_MAX_PARALLELISM
+from epochal.state.lifecycle.deltalog import DeltaLog, VersionSnapshot, working_tables
+from epochal.state.lifecycle.errors import RescaleError, SnapshotUnavailable, StateMigrationError, UnclaimedStateError
+from epochal.state.lifecycle.paths import join_url, resolve_table_url, same_location, to_url
+from epochal.state.lifecycle.schema import SchemaComparison, SchemaVerdict, compare_schemas, same_columns
+from epochal.state.lifecycle.restore_types import StateTarget
 
 
 

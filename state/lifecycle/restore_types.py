@@ -8,15 +8,15 @@ from enum import Enum
 from typing import Any
 from pydantic import BaseModel, ConfigDict
 from pyspark.sql import types as T
-from state.checkpoint.hooks import MasterTriggerRestoreHook
-from state.checkpoint.metadata import CheckpointKind
-from state.checkpoint.storage import CheckpointStorage
-from state.checkpoint.store import CompletedCheckpointStore
-from state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, OperatorStateMode
-from state.handles import StateHandle, StateKind
-from state.keyed import PROP_KEY_TYPE, PROP_MAX_PARALLELISM, PROP_STATE_TYPE, PROP_VALUE_TYPE, KeyedStateBackend, keyed_table_schema
-from state.lifecycle.errors import StateMigrationError
-from state.operator import PROP_MODE, OperatorStateBackend, operator_table_schema
+from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook
+from epochal.state.checkpoint.metadata import CheckpointKind
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.store import CompletedCheckpointStore
+from epochal.state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, OperatorStateMode
+from epochal.state.handles import StateHandle, StateKind
+from epochal.state.keyed import PROP_KEY_TYPE, PROP_MAX_PARALLELISM, PROP_STATE_TYPE, PROP_VALUE_TYPE, KeyedStateBackend, keyed_table_schema
+from epochal.state.lifecycle.errors import StateMigrationError
+from epochal.state.operator import PROP_MODE, OperatorStateBackend, operator_table_schema
 
 
 # ----------------------------------------------------------------------------- inputs

@@ -16,21 +16,21 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from config.models import CheckpointMode
-from state.checkpoint.clock import ManualClock
-from state.checkpoint.completed import CompletedCheckpoint
-from state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
-from state.checkpoint.hooks import MasterTriggerRestoreHook
-from state.checkpoint.ids import InMemoryIdCounter
-from state.checkpoint.storage import CheckpointStorage
-from state.checkpoint.testing import SimulatedCrash
-from state.checkpoint.store import InMemoryCompletedCheckpointStore
-from state.descriptors import KeyedStateDescriptor, ListOperatorState, ValueStateDescriptor
-from state.keyed import KeyedStateBackend
-from state.operator import OperatorStateBackend
-from state.restore import RestoreResult, StateTarget, restore_state
-from state.retention import Deleter, RetentionReport, delete_url, release
-from state.snapshots import materialize_handles, working_root
+from epochal.config.models import CheckpointMode
+from epochal.state.checkpoint.clock import ManualClock
+from epochal.state.checkpoint.completed import CompletedCheckpoint
+from epochal.state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
+from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook
+from epochal.state.checkpoint.ids import InMemoryIdCounter
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.checkpoint.testing import SimulatedCrash
+from epochal.state.checkpoint.store import InMemoryCompletedCheckpointStore
+from epochal.state.descriptors import KeyedStateDescriptor, ListOperatorState, ValueStateDescriptor
+from epochal.state.keyed import KeyedStateBackend
+from epochal.state.operator import OperatorStateBackend
+from epochal.state.restore import RestoreResult, StateTarget, restore_state
+from epochal.state.retention import Deleter, RetentionReport, delete_url, release
+from epochal.state.snapshots import materialize_handles, working_root
 
 STAGE = "agg"
 TASK = "stage:agg"

@@ -38,8 +38,8 @@ from datetime import datetime, timedelta, timezone
 
 import fsspec
 
-from pipeline.examples.clickstream import reasons
-from pipeline.examples.clickstream.layout import HOUR, hour_dir, part_file_name, partition_key
+from epochal.pipeline.examples.clickstream import reasons
+from epochal.pipeline.examples.clickstream.layout import HOUR, hour_dir, part_file_name, partition_key
 
 Obj = dict[str, object]
 
@@ -336,7 +336,7 @@ def parse_start(text: str) -> datetime:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m pipeline.examples.clickstream.generator --landing DIR --start 2026-11-01T00 --hours 6``."""
+    """``python -m epochal.pipeline.examples.clickstream.generator --landing DIR --start 2026-11-01T00 --hours 6``."""
     d = GeneratorConfig()
     p = argparse.ArgumentParser(description="Write deterministic clickstream landing data; print the manifest as JSON.")
     p.add_argument("--landing", required=True, help="landing root (local path or fsspec URL)")

@@ -59,7 +59,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-from pipeline.examples.clickstream import reasons as R
+from epochal.pipeline.examples.clickstream import reasons as R
 
 EVENT_SCHEMA = StructType(
     [

@@ -14,9 +14,9 @@ them are named after what they do.
 
 from __future__ import annotations
 
-from config import Settings
-from pipeline.dag import Pipeline
-from pipeline.examples.clickstream.stages import (
+from epochal.config import Settings
+from epochal.pipeline.dag import Pipeline
+from epochal.pipeline.examples.clickstream.stages import (
     DEDUPE,
     HOURLY_REVENUE_SCHEMA,
     HOURS,
@@ -34,8 +34,8 @@ from pipeline.examples.clickstream.stages import (
     SessionStage,
     UserTotalsStage,
 )
-from pipeline.sources import HourlyFolderSource
-from pipeline.stage import SinkMode, SinkSpec
+from epochal.pipeline.sources import HourlyFolderSource
+from epochal.pipeline.stage import SinkMode, SinkSpec
 
 __all__ = [
     "HOURLY_REVENUE_SCHEMA",

@@ -90,14 +90,14 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from pipeline.examples.clickstream.layout import epoch_clock
+from epochal.pipeline.examples.clickstream.layout import epoch_clock
 
 DEFAULT_DEDUPE_TTL = timedelta(days=7)
 DEFAULT_SESSION_GAP = timedelta(minutes=30)
 DEFAULT_ALLOWED_LATENESS = timedelta(hours=1)
 
 
-from pipeline.examples.clickstream.reference_parse import (  # noqa: F401 - the reference's public names
+from epochal.pipeline.examples.clickstream.reference_parse import (  # noqa: F401 - the reference's public names
     MAX_NUMBER_LENGTH,
     ParsedEvent,
     Rejected,

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 import fsspec
-from pipeline.examples.clickstream import reasons as R
-from pipeline.examples.clickstream.layout import partition_files
+from epochal.pipeline.examples.clickstream import reasons as R
+from epochal.pipeline.examples.clickstream.layout import partition_files
 
 # Jackson's read limits (StreamReadConstraints, Jackson 2.15 in Spark 3.5), which the Spark parser inherits:
 # numbers of at most 1000 characters, strings of at most 20,000,000, nesting at most 1000 levels. Spark wraps

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from pipeline.examples.clickstream import reasons as R
+from epochal.pipeline.examples.clickstream import reasons as R
 
 VALID = "valid"
 BLANK = "blank"

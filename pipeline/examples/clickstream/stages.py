@@ -29,23 +29,23 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipeline.examples.clickstream.parse import QUARANTINE_SCHEMA, dedupe_within_batch, parse_landing
-from pipeline.examples.clickstream.transforms import (
+from epochal.pipeline.examples.clickstream.parse import QUARANTINE_SCHEMA, dedupe_within_batch, parse_landing
+from epochal.pipeline.examples.clickstream.transforms import (
     hourly_revenue_delta,
     merge_hourly_revenue,
     merge_user_totals,
     user_totals_delta,
 )
-from pipeline.sources import SourceBatch
-from pipeline.stage import StageContext
-from state.descriptors import (
+from epochal.pipeline.sources import SourceBatch
+from epochal.pipeline.stage import StageContext
+from epochal.state.descriptors import (
     KeyedStateDescriptor,
     OperatorStateDescriptor,
     StateTtlConfig,
     UnionListOperatorState,
     ValueStateDescriptor,
 )
-from state.timers import EventTimeTimers, pinned_read, pinned_union_list  # noqa: F401 - re-exported
+from epochal.state.timers import EventTimeTimers, pinned_read, pinned_union_list  # noqa: F401 - re-exported
 
 # ----------------------------------------------------------------------------- names and schemas
 
