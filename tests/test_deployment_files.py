@@ -45,8 +45,9 @@ PUBLISHED = {
     "spark-master": {8080},
     "spark-worker": {8081},
 }
-#: The AWS SDK bundle each hadoop-aws release was built against (its POM's dependency).
-AWS_SDK_FOR_HADOOP = {"3.3.4": "1.12.262"}
+#: The AWS SDK v2 bundle (software.amazon.awssdk:bundle) each hadoop-aws release was built
+#: against (hadoop-project's aws-java-sdk-v2.version).
+AWS_SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
 
 _VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}|\$\$")
 
@@ -430,11 +431,12 @@ def test_credentials_come_from_the_environment_only():
 def test_dockerfile_bakes_in_the_jars_of_the_deployed_configuration():
     text = (ROOT / "Dockerfile").read_text()
     assert "openjdk-17" in text and "EPOCHAL_IVY_DIR=/opt/ivy" in text
-    assert "pip install --no-cache-dir '.[deploy]'" in text
+    assert "pip install --no-cache-dir -c requirements.lock '.[deploy]'" in text, "the locked versions"
     assert "python -m epochal.state.session --warm --config deploy/epochal-compose.yaml" in text
     assert 'ENTRYPOINT ["epochal"]' in text
-    for package in ("config", "state", "pipeline", "orchestration", "deploy"):
+    for package in ("epochal", "config", "state", "pipeline", "orchestration", "deploy"):
         assert f"COPY {package} ./{package}" in text
+    assert re.search(r"^COPY [^\n]*\brequirements\.lock\b[^\n]* \./$", text, re.M), "the lock is in the image"
     settings, _ = pipeline_settings()
     packages = dict(p.rsplit(":", 1) for p in settings.spark.conf["spark.jars.packages"].split(","))
     hadoop_aws = packages["org.apache.hadoop:hadoop-aws"]
@@ -442,7 +444,8 @@ def test_dockerfile_bakes_in_the_jars_of_the_deployed_configuration():
 
     bundled = sorted((Path(pyspark.__file__).parent / "jars").glob("hadoop-client-api-*.jar"))
     assert [p.name for p in bundled] == [f"hadoop-client-api-{hadoop_aws}.jar"], "hadoop-aws = pyspark's Hadoop"
-    assert packages["com.amazonaws:aws-java-sdk-bundle"] == AWS_SDK_FOR_HADOOP[hadoop_aws]
+    assert set(packages) == {"org.apache.hadoop:hadoop-aws", "software.amazon.awssdk:bundle"}, "SDK v2, not v1"
+    assert packages["software.amazon.awssdk:bundle"] == AWS_SDK_FOR_HADOOP[hadoop_aws]
     from epochal.state.objectstore import S3A_PACKAGES
 
     assert sorted(settings.spark.conf["spark.jars.packages"].split(",")) == sorted(S3A_PACKAGES)
@@ -451,9 +454,13 @@ def test_dockerfile_bakes_in_the_jars_of_the_deployed_configuration():
 def test_dockerfile_and_deploy_extra_are_in_step_with_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     text = (ROOT / "Dockerfile").read_text()
-    base = re.search(r"^FROM python:(\d+)\.(\d+)-", text, re.M)
-    assert base, "the image starts from an official python:X.Y image"
-    assert f">={base.group(1)}.{base.group(2)}," in project["requires-python"]
+    base = re.search(r"^FROM python:(\d+\.\d+)-slim-bookworm$", text, re.M)
+    assert base, "the image starts from an official python:X.Y-slim-bookworm image"
+    from packaging.specifiers import SpecifierSet
+
+    assert base.group(1) in SpecifierSet(project["requires-python"]), "a Python the project supports"
+    preferred = re.search(r"for p in python(\d+\.\d+) ", (ROOT / "Makefile").read_text())
+    assert preferred and base.group(1) == preferred.group(1), "the Python `make setup` prefers (and tests run on)"
     pins = dict(re.match(r"([A-Za-z0-9_.-]+)==(\S+)", d).groups() for d in project["dependencies"] if "==" in d)
     import pyspark
 
@@ -462,5 +469,9 @@ def test_dockerfile_and_deploy_extra_are_in_step_with_pyproject():
     major, minor, patch = pins["dagster"].split(".")
     assert major == "1", "dagster's libraries are numbered 0.(minor+16).patch for dagster 1.x"
     assert deploy["dagster-postgres"] == f"0.{int(minor) + 16}.{patch}"
+    # The image installs with -c requirements.lock: the deploy extra and what it pulls in are locked too.
+    lock = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", (ROOT / "requirements.lock").read_text(), re.M))
+    assert lock["dagster-postgres"] == deploy["dagster-postgres"] and "psycopg2-binary" in lock
+    assert lock["pyspark"] == pins["pyspark"] and lock["dagster"] == pins["dagster"]
     assert any(d.startswith("s3fs") for d in project["dependencies"]), "s3:// checkpoints work in every install"
     assert "dagster-postgres" not in " ".join(project["optional-dependencies"]["test"]), "make test stays light"

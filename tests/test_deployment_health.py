@@ -40,7 +40,7 @@ def test_postgres_is_healthy_only_when_it_accepts_tcp_connections():
     assert {"POSTGRES_USER", "POSTGRES_DB"} <= set(service_env(services["postgres"]))
 
 
-#: What a Spark 3.5 master's http://HOST:8080/json/ answers (org.apache.spark.deploy.JsonProtocol), cut down.
+#: What a Spark 4 master's http://HOST:8080/json/ answers (org.apache.spark.deploy.JsonProtocol), cut down.
 def _master_state(*workers: tuple[str, str]) -> dict[str, Any]:
     return {
         "url": "spark://spark-master:7077",
@@ -61,7 +61,7 @@ def _run_python_check(service: dict[str, Any], monkeypatch, answer: dict[str, An
     import urllib.request
 
     test = service["healthcheck"]["test"]
-    assert test[:3] == ["CMD", "python", "-c"], "python is in the image (python:3.11), curl is not"
+    assert test[:3] == ["CMD", "python", "-c"], "python is in the image (python:3.12), curl is not"
     assert not re.search(r"\bassert\b", test[3]), "python -O would skip an assert: exit with a status"
     asked: list[str] = []
 
@@ -134,7 +134,7 @@ def test_spark_class_passes_the_worker_options_to_the_worker_jvm():
     assert args[0] == "spark-class" and (home / "bin" / "spark-class").is_file()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
     # what bin/spark-class and bin/load-spark-env.sh set before they run the launcher
-    env |= {"SPARK_HOME": str(home), "SPARK_SCALA_VERSION": "2.12", **service_env(worker)}
+    env |= {"SPARK_HOME": str(home), "SPARK_SCALA_VERSION": "2.13", **service_env(worker)}
     out = subprocess.run(
         [java, "-Xmx64m", "-cp", str(home / "jars" / "*"), "org.apache.spark.launcher.Main", *args[1:]],
         env=env, capture_output=True, check=True, timeout=120,
@@ -248,11 +248,13 @@ def _copy_sources() -> list[str]:
 def test_dockerignore_sends_what_the_image_needs_and_nothing_else():
     patterns = _dockerignore()
     sources = _copy_sources()
-    assert set(sources) == {"pyproject.toml", "README.md", "config", "state", "pipeline", "orchestration", "deploy"}
+    assert set(sources) == {"pyproject.toml", "README.md", "requirements.lock", "epochal", "config", "state", "pipeline",
+                            "orchestration", "deploy"}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["readme"] in sources, "pip install . reads the readme"
-    for prefix in project["tool"]["setuptools"]["packages"]["find"]["include"]:
-        assert prefix.rstrip("*") in sources, f"the package {prefix} is copied"
+    assert "requirements.lock" in sources, "pip install -c requirements.lock"
+    for package, folder in project["tool"]["setuptools"]["package-dir"].items():
+        assert folder in sources, f"the package {package} (folder {folder}/) is copied"
     for source in sources:
         assert not left_out(source, patterns), f"{source} is left out of the build context"
         path = ROOT / source
