@@ -35,19 +35,21 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 COMPOSE_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 DAGSTER_SERVICES = ("dagster-init", "dagster-code", "dagster-webserver", "dagster-daemon")
-LONG_RUNNING = ("postgres", "minio", "spark-master", "spark-worker", "dagster-code", "dagster-webserver", "dagster-daemon")
-ONE_SHOT = ("minio-init", "dagster-init")
+LONG_RUNNING = ("postgres", "seaweedfs", "spark-master", "spark-worker", "dagster-code", "dagster-webserver", "dagster-daemon")
+ONE_SHOT = ("seaweedfs-init", "dagster-init")
 ON_DEMAND = ("sample-data", "demo")  # profile "tools": only when named (docker compose run --rm NAME)
 #: Published ports a user opens, by service.
 PUBLISHED = {
     "dagster-webserver": {3000},
-    "minio": {9000, 9001},
+    "seaweedfs": {8333},  # the S3 API only: the filer, master and volume ports stay inside
     "spark-master": {8080},
     "spark-worker": {8081},
 }
 #: The AWS SDK v2 bundle (software.amazon.awssdk:bundle) each hadoop-aws release was built
 #: against (hadoop-project's aws-java-sdk-v2.version).
 AWS_SDK_FOR_HADOOP = {"3.5.0": "2.35.4"}
+#: The S3 service (SeaweedFS), its one-shot bucket job, and the port of its S3 API.
+S3_SERVICE, S3_INIT, S3_PORT = "seaweedfs", "seaweedfs-init", 8333
 
 _VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}|\$\$")
 
@@ -182,7 +184,8 @@ def test_dependencies_exist_and_start_in_order():
 
     order = list(TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
     position = {name: i for i, name in enumerate(order)}
-    assert position["minio-init"] < position["dagster-code"] and position["dagster-init"] < position["dagster-code"]
+    assert position[S3_INIT] < position["dagster-code"] and position["dagster-init"] < position["dagster-code"]
+    assert services[S3_INIT]["depends_on"][S3_SERVICE]["condition"] == "service_healthy", "the bucket once S3 answers"
     for server in ("dagster-webserver", "dagster-daemon"):
         assert graph[server] >= {"postgres", "dagster-code"}
         assert services[server]["depends_on"]["dagster-code"]["condition"] == "service_healthy"
@@ -204,7 +207,7 @@ def test_volumes_are_declared_or_files_of_the_repository():
                 used.add(host)
     assert used == declared, "every declared volume is used"
     assert "/var/lib/postgresql/data" in mounts(document["services"]["postgres"])
-    assert "/data" in mounts(document["services"]["minio"])
+    assert mounts(document["services"][S3_SERVICE])["/data"] == "seaweedfs-data", "objects and filer metadata survive a restart"
 
 
 # ----------------------------------------------------------------------------- Dagster
@@ -363,21 +366,24 @@ def test_pool_and_run_tag_match_the_definitions():
 def test_pipeline_configuration_agrees_with_the_services():
     services = compose()["services"]
     settings, env = pipeline_settings()  # the code server's environment overrides included
-    bucket = service_env(services["minio-init"])["EPOCHAL_BUCKET"]
-    assert bucket in " ".join(services["minio-init"]["command"]).replace("$EPOCHAL_BUCKET", bucket)
+    init_env = service_env(services[S3_INIT])
+    bucket = init_env["EPOCHAL_BUCKET"]
+    assert f'--bucket "$EPOCHAL_BUCKET"' in " ".join(services[S3_INIT]["command"]), "the init job makes that bucket"
     for key in ("landing", "warehouse", "checkpoints.dir"):
         url = urlparse(settings.get(key))
         assert url.scheme in {"s3", "s3a"} and url.netloc == bucket, f"{key} = {settings.get(key)}"
     assert urlparse(settings.warehouse).scheme == "s3a", "Delta tables through Hadoop's S3A"
     conf = settings.spark.conf
-    minio_api = urlparse(conf["spark.hadoop.fs.s3a.endpoint"])
-    assert env["FSSPEC_S3_ENDPOINT_URL"] == conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
-    assert minio_api.hostname in services and int(minio_api.port) in PUBLISHED[minio_api.hostname]
+    s3_api = urlparse(conf["spark.hadoop.fs.s3a.endpoint"])
+    endpoint = f"http://{S3_SERVICE}:{S3_PORT}"
+    assert env["FSSPEC_S3_ENDPOINT_URL"] == conf["spark.hadoop.fs.s3a.endpoint"] == init_env["AWS_ENDPOINT_URL_S3"] == endpoint
+    assert s3_api.hostname in services and s3_api.port in PUBLISHED[s3_api.hostname]
+    assert env["AWS_REGION"] == init_env["AWS_REGION"], "one region for every S3 client"
     import fsspec.config
 
     s3fs_options: dict = {}
     fsspec.config.set_conf_env(s3fs_options, env)  # what s3fs gets from FSSPEC_S3_* in the containers
-    assert s3fs_options == {"s3": {"endpoint_url": "http://minio:9000", "use_listings_cache": False}}
+    assert s3fs_options == {"s3": {"endpoint_url": endpoint, "use_listings_cache": False}}
     assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem", "s3:// landing files"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
 
@@ -417,12 +423,14 @@ def test_credentials_come_from_the_environment_only():
         assert word not in flat, f"{word!r} in the pipeline's configuration"
     assert "AWS_" not in text or "AWS_ACCESS_KEY_ID" in text  # named in a comment at most
     raw = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
-    minio, code = service_env(raw["minio"]), service_env(raw["dagster-code"])
-    assert minio["MINIO_ROOT_USER"] == code["AWS_ACCESS_KEY_ID"] == "${EPOCHAL_S3_ACCESS_KEY:-epochal}"
-    assert minio["MINIO_ROOT_PASSWORD"] == code["AWS_SECRET_ACCESS_KEY"] == "${EPOCHAL_S3_SECRET_KEY:-epochal-secret}"
+    # SeaweedFS makes AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY its admin identity; the bucket
+    # job, the code server and the Spark worker sign with the same pair.
+    users = [service_env(raw[name]) for name in (S3_SERVICE, S3_INIT, "dagster-code", "spark-worker")]
+    assert {u["AWS_ACCESS_KEY_ID"] for u in users} == {"${EPOCHAL_S3_ACCESS_KEY:-epochal}"}
+    assert {u["AWS_SECRET_ACCESS_KEY"] for u in users} == {"${EPOCHAL_S3_SECRET_KEY:-epochal-secret}"}
     chosen = compose({"EPOCHAL_S3_SECRET_KEY": "from-the-host"})["services"]
-    assert service_env(chosen["dagster-code"])["AWS_SECRET_ACCESS_KEY"] == "from-the-host"
-    assert service_env(chosen["spark-worker"])["AWS_SECRET_ACCESS_KEY"] == "from-the-host"
+    for name in (S3_SERVICE, S3_INIT, "dagster-code", "spark-worker"):
+        assert service_env(chosen[name])["AWS_SECRET_ACCESS_KEY"] == "from-the-host", name
 
 
 # ----------------------------------------------------------------------------- Dockerfile

@@ -19,7 +19,9 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from test_deployment_files import DEPLOY, LONG_RUNNING, ONE_SHOT, ON_DEMAND, ROOT, argv, compose, mounts, option, service_env
+from test_deployment_files import (
+    DEPLOY, LONG_RUNNING, ONE_SHOT, ON_DEMAND, ROOT, S3_INIT, S3_PORT, S3_SERVICE, argv, compose, mounts, option, service_env,
+)
 
 
 # ----------------------------------------------------------------------------- health checks
@@ -144,6 +146,111 @@ def test_spark_class_passes_the_worker_options_to_the_worker_jvm():
     assert command[main:] == args[1:]
     for key, value in _worker_opts().items():
         assert f"-D{key}={value}" in command[:main], command
+
+
+#: Arguments of the SeaweedFS image's `server` command line (``-name=value`` or a bare ``-name``).
+def _weed_flags(args: list[str]) -> dict[str, str]:
+    assert all(a.startswith("-") for a in args), args
+    return dict((a.lstrip("-").split("=", 1) + ["true"])[:2] for a in args)
+
+
+def _run_shell(tmp_path: Path, script: str, env: dict[str, str], fakes: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run a container's shell line with /bin/sh, the programs it calls replaced by shell fakes on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in fakes.items():
+        fake = bin_dir / name
+        fake.write_text("#!/bin/sh\n" + body)
+        fake.chmod(0o755)
+    full = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), **env}
+    return subprocess.run(["/bin/sh", "-c", script], env=full, capture_output=True, text=True, timeout=60)
+
+
+def test_seaweedfs_serves_s3_where_the_clients_look():
+    services = compose()["services"]
+    args = argv(services[S3_SERVICE])
+    assert args[0] == "server", "master, volume server and filer in one process (the entrypoint adds -dir=/data)"
+    flags = _weed_flags(args[1:])
+    assert flags["s3"] == "true", "with the S3 gateway"
+    assert int(flags.get("s3.port", 8333)) == S3_PORT
+    assert flags["ip"] == S3_SERVICE, "the servers find each other by the service name"
+    assert flags["ip.bind"] == "0.0.0.0", "listening on every interface (the health check uses localhost)"
+    assert "s3.domainName" not in flags, "no virtual-host buckets: every client uses path-style requests"
+    assert "s3.config" not in flags and "s3.iam.config" not in flags, "the admin identity is the environment's"
+    assert set(service_env(services[S3_SERVICE])) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+
+
+#: A curl that answers from a table: $UP answer 200, $FAILING 503, anything else is refused (exit 7).
+_FAKE_CURL = """
+fail=0; url=
+for arg in "$@"; do
+  case "$arg" in -*f*) case "$arg" in --*) ;; *) fail=1 ;; esac ;; http://*) url=$arg ;; esac
+done
+echo "$url" >> "$HOME/asked"
+for u in $UP; do [ "$u" = "$url" ] && exit 0; done
+for u in $FAILING; do [ "$u" = "$url" ] && { [ $fail = 1 ] && exit 22; exit 0; }; done
+exit 7
+"""
+
+
+def test_seaweedfs_is_healthy_once_its_s3_api_and_volume_server_answer(tmp_path):
+    """The check runs with fake curls: healthy only if the S3 gateway and the volume server both answer 200."""
+    service = compose()["services"][S3_SERVICE]
+    kind, script = service["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    s3 = f"http://localhost:{S3_PORT}/healthz"  # the S3 gateway listens only once it reached the filer
+    volume = "http://localhost:8080/healthz"  # 503 until the volume server heartbeats to the master
+
+    def healthy(up: list[str], failing: list[str] = []) -> bool:  # noqa: B006 - not mutated
+        (tmp_path / "asked").unlink(missing_ok=True)
+        return _run_shell(tmp_path, script, {"UP": " ".join(up), "FAILING": " ".join(failing)}, {"curl": _FAKE_CURL}).returncode == 0
+
+    assert healthy([s3, volume])
+    assert set((tmp_path / "asked").read_text().split()) == {s3, volume}
+    assert not healthy([volume]), "S3 gateway not listening yet"
+    assert not healthy([s3], failing=[volume]), "volume server not heartbeating (503)"
+    assert not healthy([volume], failing=[s3])
+    assert not healthy([])
+    assert "volume.port" not in _weed_flags(argv(service)[1:]), "the volume server keeps its port, 8080"
+
+
+#: An aws CLI that logs its arguments and plays a server where bucket $BUCKET_STATE is "exists", "missing" or "down".
+_FAKE_AWS = """
+echo "$*" >> "$HOME/aws.log"
+case "$1 $2" in
+  "configure set") exit 0 ;;
+esac
+[ "$BUCKET_STATE" = down ] && { echo "Could not connect to the endpoint URL" >&2; exit 255; }
+case "$2" in
+  head-bucket) [ "$BUCKET_STATE" = exists ] && exit 0; echo "Not Found" >&2; exit 254 ;;
+  create-bucket) [ "$BUCKET_STATE" = exists ] && { echo BucketAlreadyOwnedByYou >&2; exit 254; }; exit 0 ;;
+esac
+exit 252
+"""
+
+
+def test_seaweedfs_init_makes_the_bucket_once_and_fails_while_s3_is_down(tmp_path):
+    """The one-shot job's shell line, run with /bin/sh and a fake aws: idempotent, path-style, non-zero on failure."""
+    service = compose()["services"][S3_INIT]
+    assert service["image"].startswith("amazon/aws-cli:"), "the AWS CLI image, whose entrypoint is aws: replaced by a shell"
+    assert service["entrypoint"] == ["/bin/sh", "-c"] and len(service["command"]) == 1
+    env = service_env(service)
+    bucket = env["EPOCHAL_BUCKET"]
+    assert env["AWS_ENDPOINT_URL_S3"] == f"http://{S3_SERVICE}:{S3_PORT}"
+    assert env["AWS_EC2_METADATA_DISABLED"] == "true", "no instance-metadata lookups for credentials or region"
+
+    def run(state: str) -> tuple[int, list[str]]:
+        (tmp_path / "aws.log").unlink(missing_ok=True)
+        done = _run_shell(tmp_path, service["command"][0], {**env, "BUCKET_STATE": state}, {"aws": _FAKE_AWS})
+        return done.returncode, (tmp_path / "aws.log").read_text().splitlines()
+
+    path_style = "configure set default.s3.addressing_style path"
+    code, calls = run("missing")
+    assert code == 0 and calls == [path_style, f"s3api head-bucket --bucket {bucket}", f"s3api create-bucket --bucket {bucket}"]
+    code, calls = run("exists")
+    assert code == 0 and calls == [path_style, f"s3api head-bucket --bucket {bucket}"], "a second `up` changes nothing"
+    code, calls = run("down")
+    assert code != 0, "restart: on-failure retries it, and `up` fails after the last attempt"
 
 
 # ----------------------------------------------------------------------------- README snippets of deploy/
