@@ -21,6 +21,7 @@ from typing import Any, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from epochal.errors import EpochalError
 from epochal.config.fields import DATETIME_HELP, DURATION_HELP, format_datetime, format_duration
 
 _MISSING: Any = object()
@@ -51,7 +52,7 @@ class ConfigIssue:
         return f"{where}: {self.key} = {show_value(redact(self.key, self.value))}: {self.message}"
 
 
-class ConfigError(Exception):
+class ConfigError(EpochalError):
     """A configuration that cannot be used. ``key``, ``value``, ``source``, ``line`` describe the first problem;
     ``issues`` lists them all."""
 
@@ -83,7 +84,7 @@ class ConfigError(Exception):
         self.value: Any = None if first.value is _MISSING else first.value
         self.source: str | None = first.source
         self.line: int | None = first.line
-        Exception.__init__(self, self._text())
+        EpochalError.__init__(self, self._text(), key=self.key, source=self.source, line=self.line)
 
     def _text(self) -> str:
         """First issue on the first line (with a count of the others), then one line per other issue."""

@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
+from epochal.errors import EpochalError
+
 log = logging.getLogger("epochal")
 
 
@@ -78,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class CliError(Exception):
+class CliError(EpochalError):
     """A user-facing failure: one line on stderr, exit 1."""
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from epochal.errors import EpochalError
 
-class PipelineError(Exception):
-    """Base of the runtime's errors."""
+
+class PipelineError(EpochalError):
+    """Base of the runtime's errors (message, ``action``, ``context``: see :class:`EpochalError`)."""
 
 
 class PipelineDefinitionError(PipelineError):
@@ -20,7 +22,8 @@ class StageError(PipelineError):
         self.partition = partition
         self.cause = cause
         super().__init__(
-            f"stage {stage!r} failed at epoch {epoch} (partition {partition}): {type(cause).__name__}: {cause}"
+            f"stage {stage!r} failed at epoch {epoch} (partition {partition}): {type(cause).__name__}: {cause}",
+            stage=stage, epoch=epoch, partition=partition,
         )
 
 

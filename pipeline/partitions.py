@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from epochal.config import Granularity, PartitionSettings
+from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.stage import EpochInfo
 
 FORMATS = {Granularity.HOURLY: "%Y-%m-%d-%H:%M", Granularity.DAILY: "%Y-%m-%d"}
 WIDTHS = {Granularity.HOURLY: timedelta(hours=1), Granularity.DAILY: timedelta(days=1)}
 
 
-class PartitionKeyError(ValueError):
+class PartitionKeyError(PipelineError, ValueError):
     """A partition key that is malformed or outside the partitions."""
 
 

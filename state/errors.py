@@ -6,16 +6,11 @@ and a sentence on what to do next, so a caller never parses a message.
 
 from __future__ import annotations
 
+from epochal.errors import EpochalError
 
-class EpochalStateError(Exception):
-    """Base of every error raised by ``state/``."""
 
-    def __init__(self, message: str, *, action: str | None = None, **context: object) -> None:
-        self.message = message
-        self.action = action
-        self.context = context
-        text = message if action is None else f"{message} Operator action: {action}"
-        super().__init__(text)
+class EpochalStateError(EpochalError):
+    """Base of every error raised by ``state/`` (message, ``action``, ``context``: see :class:`EpochalError`)."""
 
 
 class StateDescriptorError(EpochalStateError):

@@ -10,8 +10,8 @@ FORBIDDEN = ("dagster", "pipeline", "orchestration", "pyspark", "delta")
 
 def test_import_direction() -> None:
     code = (
-        "import sys, state.checkpoint, state.checkpoint.testing\n"
-        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({FORBIDDEN!r})))"
+        "import sys, epochal.state.checkpoint, epochal.state.checkpoint.testing\n"
+        f"print(sorted({{m.split('.')[1] if m.startswith('epochal.') else m.split('.')[0] for m in sys.modules}} & set({FORBIDDEN!r})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -128,8 +128,8 @@ def daemon(tmp_path: Path, config: Path, epochs, variant):
     """A test instance whose runs launch synchronously in this process, and the workspace the daemon sees."""
     module = tmp_path / f"epochal_defs_{uuid.uuid4().hex}.py"  # a fresh module: each test its own configuration
     module.write_text(
-        "from config import load_settings\n"
-        "from orchestration.definitions import build_definitions\n"
+        "from epochal.config import load_settings\n"
+        "from epochal.orchestration.definitions import build_definitions\n"
         f"defs = build_definitions(load_settings({str(config)!r}), {str(config)!r})\n"
     )
     origin = InProcessCodeLocationOrigin(

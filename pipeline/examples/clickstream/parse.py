@@ -147,7 +147,7 @@ def _parse_step(lines: DataFrame) -> DataFrame:
     """Non-blank lines with the line-level checks and one parsed struct per JSON type."""
     value = F.col("value")
     raw_bytes = value.cast("binary")
-    bad_encoding = F.encode(F.decode(raw_bytes, "UTF-8"), "UTF-8") != raw_bytes  # U+FFFD replacements changed it
+    bad_encoding = ~F.is_valid_utf8(value)  # Spark 4's decode raises on malformed UTF-8 (ANSI): test it instead
     keep = [c for c in lines.columns if c != "value"]
     return lines.where(~value.rlike(_BLANK_RE)).select(
         *keep,
