@@ -54,8 +54,8 @@ def link_partition(landing_files: list[str], input_dir: Path, partition: str) ->
 
 def _ensure_tables(spark, warehouse: Path) -> dict[str, str]:
     from epochal.pipeline.examples.clickstream.stages import HOURLY_REVENUE_SCHEMA, USER_TOTALS_SCHEMA
-    from epochal.state import delta_io
-    from epochal.state.tables import create_table
+    from epochal.state.delta import io as delta_io
+    from epochal.state.delta.tables import create_table
 
     paths = {}
     for name, schema in (("user_totals", USER_TOTALS_SCHEMA), ("hourly_revenue", HOURLY_REVENUE_SCHEMA)):

@@ -12,7 +12,7 @@ state at the end of epoch 1 or later:
 1. warm-up (not counted): epoch 2, then restore the checkpoint of epoch 1;
 2. epoch 2 without a checkpoint (the state moves past the last checkpoint),
    then restore the checkpoint of epoch 1 (``EpochRunner.restore``: state
-   tables and sinks), timed, with the time in ``epochal.state.restore.restore_state``
+   tables and sinks), timed, with the time in ``epochal.state.recovery.restore.restore_state``
    and in rewinding the sinks;
 3. the same epoch 2 with a checkpoint, then the same restore.
 
@@ -101,7 +101,7 @@ def _timed(timings: dict[str, float], name: str, fn: Callable) -> Callable:
 
 
 def _restore(runner, checkpoint_id: int) -> dict[str, Any]:
-    import epochal.state.restore as state_restore
+    import epochal.state.recovery.restore as state_restore
 
     timings: dict[str, float] = {}
     original = state_restore.restore_state

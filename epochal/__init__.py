@@ -37,18 +37,18 @@ _PUBLIC: dict[str, str] = {
     "AggregatingStateDescriptor": "epochal.state.descriptors",
     "StateTtlConfig": "epochal.state.descriptors",
     "TtlUpdateType": "epochal.state.descriptors",
-    "KeyedProcessFunction": "epochal.state.per_key",
-    "run_keyed_process": "epochal.state.per_key",
+    "KeyedProcessFunction": "epochal.state.backends.per_key",
+    "run_keyed_process": "epochal.state.backends.per_key",
     # operator state
     "OperatorStateDescriptor": "epochal.state.descriptors",
     "OperatorStateMode": "epochal.state.descriptors",
     "ListOperatorState": "epochal.state.descriptors",
     "UnionListOperatorState": "epochal.state.descriptors",
     "BroadcastState": "epochal.state.descriptors",
-    "CheckpointedFunction": "epochal.state.operator",
-    "FunctionInitializationContext": "epochal.state.operator",
-    "FunctionSnapshotContext": "epochal.state.operator",
-    "run_subtask_process": "epochal.state.operator",
+    "CheckpointedFunction": "epochal.state.backends.operator",
+    "FunctionInitializationContext": "epochal.state.backends.operator",
+    "FunctionSnapshotContext": "epochal.state.backends.operator",
+    "run_subtask_process": "epochal.state.backends.operator",
     # configuration and errors
     "Settings": "epochal.config",
     "load_settings": "epochal.config",
@@ -92,10 +92,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         UnionListOperatorState,
         ValueStateDescriptor,
     )
-    from epochal.state.operator import (
+    from epochal.state.backends.operator import (
         CheckpointedFunction,
         FunctionInitializationContext,
         FunctionSnapshotContext,
         run_subtask_process,
     )
-    from epochal.state.per_key import KeyedProcessFunction, run_keyed_process
+    from epochal.state.backends.per_key import KeyedProcessFunction, run_keyed_process

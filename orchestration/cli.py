@@ -26,7 +26,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _savepoint_name(text: str) -> str:
     """Refuse a savepoint name that could leave the savepoints folder, before Spark starts."""
-    from epochal.state.checkpoint.errors import InvalidSavepointName
+    from epochal.state.errors import InvalidSavepointName
     from epochal.state.checkpoint.storage import validate_name
 
     try:
@@ -178,15 +178,15 @@ def cmd_state(args) -> Any:
         handle = checkpoint.metadata.handle(args.stage, args.state)
         if handle is None:
             raise CliError(f"checkpoint {args.checkpoint} holds no state {args.stage}/{args.state}")
-        from epochal.state.delta_io import read_version
-        from epochal.state.lifecycle.paths import resolve_handle_path
+        from epochal.state.delta.io import read_version
+        from epochal.state.delta.paths import resolve_handle_path
 
         df = read_version(d.spark, resolve_handle_path(handle, checkpoint.metadata_path), handle.version)
     else:
-        from epochal.state import delta_io
-        from epochal.state.checkpoint import to_spark_path
+        from epochal.state.delta import io as delta_io
+        from epochal.state.delta.paths import to_spark
 
-        path = to_spark_path(d.storage.shared_dir(args.stage, args.state))
+        path = to_spark(d.storage.shared_dir(args.stage, args.state))
         if not delta_io.is_delta_table(path):
             raise CliError(f"no state {args.stage}/{args.state} at {path}")
         df = delta_io.read_version(d.spark, path)

@@ -41,7 +41,7 @@ class SparkResource(dg.ConfigurableResource):
         )
 
     def session(self, locations: tuple[str, ...] = ()):
-        """The session; ``locations`` on S3 add the S3A connector (see ``epochal.state.objectstore``)."""
+        """The session; ``locations`` on S3 add the S3A connector (see ``epochal.state.delta.objectstore``)."""
         from epochal.state.session import build_spark_session
 
         return build_spark_session(self.settings(), locations=locations)

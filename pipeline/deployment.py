@@ -12,10 +12,11 @@ from epochal.pipeline.partitions import Partitioning
 from epochal.pipeline.progress import ProgressStore
 from epochal.pipeline.sinks import DeltaSink
 from epochal.pipeline.stage import Stage, StageContext
-from epochal.state.checkpoint import CheckpointCoordinator, SystemClock, create_coordinator, to_spark_path
+from epochal.state.checkpoint import CheckpointCoordinator, SystemClock, create_coordinator
+from epochal.state.delta.paths import to_spark
 from epochal.state.handles import StateHandle
-from epochal.state.keyed import KeyedStateBackend
-from epochal.state.operator import OperatorStateBackend, OperatorStateStore
+from epochal.state.backends.keyed import KeyedStateBackend
+from epochal.state.backends.operator import OperatorStateBackend, OperatorStateStore
 
 
 class CrashAwareCoordinator(CheckpointCoordinator):
@@ -41,9 +42,9 @@ class Deployment:
         self.storage = self.coordinator.storage
         self.progress = ProgressStore(self.storage)
         self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock)
-        self.shared_root = to_spark_path(self.storage.child("shared"))
+        self.shared_root = to_spark(self.storage.shared_url)
         self.parallelism = settings.spark.parallelism
-        warehouse = to_spark_path(settings.warehouse)
+        warehouse = to_spark(settings.warehouse)
         self.sinks = {s.name: DeltaSink(spark, warehouse, s) for s in pipeline.sinks}
         self.keyed = {s.name: KeyedStateBackend(spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism) for s in pipeline.stages}
         self.operator = {s.name: OperatorStateBackend(spark, self.shared_root, s.name) for s in pipeline.stages}

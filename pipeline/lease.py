@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from epochal.pipeline.errors import ConcurrentRunError, PipelineError
 from epochal.state.checkpoint.clock import Clock
-from epochal.state.checkpoint.errors import CheckpointNotFound
+from epochal.state.errors import CheckpointNotFound
 from epochal.state.checkpoint.storage import CheckpointStorage
 
 log = logging.getLogger("epochal.lease")

@@ -33,8 +33,8 @@ from epochal.pipeline.stage import SinkMode, Stage
 from epochal.state.checkpoint import CompletedCheckpoint
 from epochal.state.checkpoint.metadata import CheckpointKind
 from epochal.state.handles import StateHandle
-from epochal.state.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
-from epochal.state.retention import discard_abandoned_savepoints, release_subsumed
+from epochal.state.backends.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
+from epochal.state.checkpoint.retention import discard_abandoned_savepoints, release_subsumed
 
 log = logging.getLogger("epochal.runner")
 
@@ -238,7 +238,7 @@ class EpochRunner:
         latest = self.d.coordinator.store.latest()
         handles = [self._written_since(latest, h) for h in self.d.state_handles(stage, store)]
         if pending.spec.mode is CheckpointMode.FULL or pending.spec.kind is CheckpointKind.SAVEPOINT:
-            from epochal.state.snapshots import materialize_handles
+            from epochal.state.checkpoint.snapshots import materialize_handles
 
             handles = materialize_handles(self.d.spark, self.d.storage, handles, pending)
         return handles
@@ -246,7 +246,7 @@ class EpochRunner:
     @staticmethod
     def _written_since(latest: CompletedCheckpoint | None, handle: StateHandle) -> StateHandle:
         """Bytes this checkpoint wrote for a table: every version since the previous checkpoint's."""
-        from epochal.state import delta_io
+        from epochal.state.delta import io as delta_io
 
         previous = latest.metadata.handle(handle.stage, handle.state) if latest is not None else None
         since = previous.version if previous is not None and previous.table_path == handle.table_path else -1
@@ -333,12 +333,12 @@ class EpochRunner:
         """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
 
         Every handle is checked before anything changes; a latest checkpoint that is
-        corrupt or incomplete is skipped with a warning naming it (see ``epochal.state.restore``).
+        corrupt or incomplete is skipped with a warning naming it (see ``epochal.state.recovery.restore``).
         ``max_epoch`` bounds the latest (crash recovery never restores a later epoch than
         the one in flight). ``progress.json`` records the restore before it changes
         anything, so a restore that dies half-way is done again by the next run.
         """
-        from epochal.state.restore import restore_state
+        from epochal.state.recovery.restore import restore_state
 
         position = self._sinks_position()
 
@@ -370,7 +370,7 @@ class EpochRunner:
         }
 
     def _targets(self):
-        from epochal.state.restore import StateTarget
+        from epochal.state.recovery.restore import StateTarget
 
         targets = []
         for stage in self.d.pipeline.stages:
@@ -398,7 +398,7 @@ class EpochRunner:
         """Restore the last usable of ``candidates``, skipping broken ones with a warning naming each."""
         import warnings
 
-        from epochal.state.lifecycle.errors import CheckpointNotRestorable, RestoreFallbackWarning
+        from epochal.state.errors import CheckpointNotRestorable, RestoreFallbackWarning
 
         skipped: list[str] = []
         for entry in reversed(candidates):
@@ -419,7 +419,7 @@ class EpochRunner:
 
     def _restore_empty(self) -> dict[str, Any]:
         """Empty state (a backfill from the first partition); the tables keep their history."""
-        from epochal.state.restore import reset_to_empty
+        from epochal.state.recovery.restore import reset_to_empty
 
         self.d.progress.restoring({"empty": True}, last_done_epoch=self._sinks_position())
         reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root)

@@ -23,9 +23,9 @@ from pyspark.sql import types as T
 
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.stage import SinkMode, SinkSpec
-from epochal.state import delta_io
+from epochal.state.delta import io as delta_io
 from epochal.state.handles import StateHandle, StateKind
-from epochal.state.tables import create_table, snapshot_table
+from epochal.state.delta.tables import create_table, snapshot_table
 
 EPOCH_COLUMN = "epoch"
 
@@ -45,7 +45,11 @@ class DeltaSink:
 
     def ensure(self) -> None:
         if not delta_io.is_delta_table(self.path):
-            props = {**delta_io.STATE_TABLE_PROPERTIES, "epochal.sinkMode": self.spec.mode.value}
+            props = {
+                **delta_io.STATE_TABLE_PROPERTIES,
+                **delta_io.PORTABLE_TABLE_PROPERTIES,  # every Delta reader opens a sink
+                "epochal.sinkMode": self.spec.mode.value,
+            }
             create_table(self.spark, self.path, self.table_schema, props)
 
     def _conform(self, df: DataFrame) -> DataFrame:
@@ -56,7 +60,7 @@ class DeltaSink:
 
     def write(self, df: DataFrame, epoch: int) -> int | None:
         """Write one epoch's output, idempotently; return the rows it wrote (see :meth:`_rows_written`)."""
-        from epochal.state.lifecycle.deltalog import DeltaLog
+        from epochal.state.delta.log import DeltaLog
 
         self.ensure()
         before = DeltaLog(self.path).latest_version()
@@ -70,7 +74,7 @@ class DeltaSink:
         (keys whose full value did not change are not rewritten). 0 when nothing was
         committed; None when the commit carries no metrics.
         """
-        from epochal.state.lifecycle.deltalog import DeltaLog
+        from epochal.state.delta.log import DeltaLog
 
         log = DeltaLog(self.path)
         version = log.latest_version()
@@ -137,7 +141,7 @@ class DeltaSink:
 
         0 when the table does not exist; None when a file carries no statistics.
         """
-        from epochal.state.lifecycle.deltalog import DeltaLog
+        from epochal.state.delta.log import DeltaLog
 
         log = DeltaLog(self.path)
         version = log.latest_version()

@@ -24,8 +24,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from epochal.state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor
-from epochal.state.keyed import KeyedStateBackend
-from epochal.state.operator import FunctionInitializationContext, FunctionSnapshotContext, OperatorStateStore
+from epochal.state.backends.keyed import KeyedStateBackend
+from epochal.state.backends.operator import FunctionInitializationContext, FunctionSnapshotContext, OperatorStateStore
 
 
 @dataclass(frozen=True)

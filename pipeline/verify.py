@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from epochal.pipeline.sinks import EPOCH_COLUMN
 from epochal.pipeline.stage import SinkMode
-from epochal.state import delta_io
+from epochal.state.delta import io as delta_io
 
 
 @dataclass

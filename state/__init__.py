@@ -1,6 +1,6 @@
 """The checkpoint engine: state backends, checkpoint storage, coordinator, restore, retention."""
 
-from epochal.state.objectstore import configure_fsspec
+from epochal.state.delta.objectstore import configure_fsspec
 
 # s3fs must not cache listings of folders the JVM writes to (see state.objectstore).
 configure_fsspec()

@@ -6,7 +6,12 @@ and a sentence on what to do next, so a caller never parses a message.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from epochal.errors import EpochalError
+
+if TYPE_CHECKING:
+    from epochal.state.checkpoint.reasons import CheckpointFailure
 
 
 class EpochalStateError(EpochalError):
@@ -27,3 +32,121 @@ class MaxParallelismMismatch(EpochalStateError):
 
 class StateTableNotFound(EpochalStateError):
     """A state table or one of its versions is missing."""
+
+
+# -- checkpoints ------------------------------------------------------------------------
+
+
+class CheckpointError(EpochalStateError):
+    """Base of every error raised by ``epochal.state.checkpoint``."""
+
+
+class CheckpointStorageError(CheckpointError):
+    """Reading, writing, listing or deleting a checkpoint file failed."""
+
+    @property
+    def path(self) -> str | None:
+        return self.context.get("path")  # type: ignore[return-value]
+
+
+class CheckpointNotFound(CheckpointError):
+    """A pointer (id, ``chk-<id>`` path, savepoint path) names no completed checkpoint."""
+
+    @property
+    def pointer(self) -> str | None:
+        return self.context.get("pointer")  # type: ignore[return-value]
+
+
+class InvalidSavepointName(CheckpointError):
+    """A savepoint name could escape the savepoints folder or has unsafe characters."""
+
+
+class SavepointAlreadyExists(CheckpointError):
+    """A savepoint with this name already has metadata."""
+
+
+class CorruptMetadataError(CheckpointError):
+    """A ``_metadata`` file is truncated, not JSON, fails validation or its checksum."""
+
+    @property
+    def path(self) -> str | None:
+        return self.context.get("path")  # type: ignore[return-value]
+
+
+class UnsupportedMetadataVersion(CheckpointError):
+    """A ``_metadata`` file has a format version no migration chain leads from."""
+
+
+class DuplicateCheckpointError(CheckpointError):
+    """The completed-checkpoint store already holds this checkpoint id."""
+
+
+class IllegalCheckpointTransition(CheckpointError):
+    """A lifecycle transition not allowed from the current status."""
+
+
+class InvalidCheckpointRequest(CheckpointError):
+    """A trigger or acknowledgement argument is malformed (a caller bug, not a decline)."""
+
+
+class HookError(CheckpointError):
+    """A user MasterTriggerRestoreHook raised or returned something not JSON-able."""
+
+
+class PipelineFailed(CheckpointError):
+    """More consecutive checkpoint failures than ``tolerable_failures`` allows."""
+
+    def __init__(self, failures: tuple[CheckpointFailure, ...], tolerable_failures: int) -> None:
+        self.failures = failures
+        self.tolerable_failures = tolerable_failures
+        reasons = "; ".join(f.describe() for f in failures) or "no reason recorded"
+        super().__init__(
+            f"The pipeline failed: {len(failures)} consecutive checkpoint failures "
+            f"(tolerable: {tolerable_failures}): {reasons}.",
+            action="fix the cause, then reset the failure state (CheckpointFailureManager.reset) "
+            "and restore the latest completed checkpoint.",
+            tolerable_failures=tolerable_failures,
+        )
+
+
+# -- snapshots, restore, retention ------------------------------------------------------
+
+
+class SnapshotUnavailable(StateTableNotFound):
+    """A handle's table, version, data files or log are missing or unreadable.
+
+    During a restore of the latest checkpoint this makes the restore fall back to
+    an older checkpoint; for an explicit pointer it is an error.
+    """
+
+
+class SnapshotWriteError(EpochalStateError):
+    """Copying a state table into a full checkpoint or a savepoint cannot proceed."""
+
+
+class StateMigrationError(StateSchemaError):
+    """The stored schema of a state cannot be turned into the one the current code declares."""
+
+
+class RescaleError(EpochalStateError):
+    """The requested parallelism is impossible for a state (above its max parallelism, below 1)."""
+
+
+class UnclaimedStateError(EpochalStateError):
+    """The checkpoint holds state that no current state descriptor claims."""
+
+
+class CheckpointNotRestorable(CheckpointError):
+    """An explicitly requested checkpoint or savepoint cannot be restored (no fallback is taken)."""
+
+
+class NoRestorableCheckpoint(CheckpointError):
+    """Checkpoints were completed, but none of the retained ones can be restored."""
+
+
+class RetentionError(EpochalStateError):
+    """Releasing files failed for some tables; nothing needed was deleted, the next run retries."""
+
+
+class RestoreFallbackWarning(UserWarning):
+    """The latest checkpoint was unusable and an older one is restored instead."""

@@ -3,7 +3,7 @@
 Delta's jars are resolved the way Spark does it: ``spark.jars.packages`` (set
 up by delta's own pip helper) fetches them from Maven Central through Ivy into
 the local Ivy cache, once. A deployment with a location on S3 adds Hadoop's
-S3A connector the same way (``epochal.state.objectstore``). ``python -m epochal.state.session
+S3A connector the same way (``epochal.state.delta.objectstore``). ``python -m epochal.state.session
 --warm`` resolves both ahead of time (the Makefile's set-up step), so neither
 a test nor a run downloads jars.
 """
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from epochal.config import SparkSettings
-from epochal.state.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
+from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -76,7 +76,6 @@ def spark_conf(
         # Small state tables: few partitions to rebuild a Delta snapshot.
         "spark.databricks.delta.snapshotPartitions": str(max(2, shuffle)),
         "spark.databricks.delta.retentionDurationCheck.enabled": "false",
-        "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         # MapState puts: a later entry for the same map key wins.
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",

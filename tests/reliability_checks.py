@@ -2,7 +2,7 @@
 
 Table contents are compared in Spark (``exceptAll`` both ways: multisets), never
 collected. Orphans are judged from the Delta logs and the completed-checkpoint
-store independently of :mod:`epochal.state.retention`: a data or deletion-vector file
+store independently of :mod:`epochal.state.checkpoint.retention`: a data or deletion-vector file
 in a working table that neither the table's current version nor a version that
 a retained checkpoint or savepoint references holds is orphaned.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from epochal.state.checkpoint.resolve import CheckpointResolver
-from epochal.state.lifecycle.deltalog import DeltaLog, working_tables
-from epochal.state.lifecycle.paths import resolve_table_url, to_spark
+from epochal.state.delta.log import DeltaLog, working_tables
+from epochal.state.delta.paths import resolve_table_url, to_spark
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def deployment_tables(runner) -> dict[str, str]:
     """Every sink and working state table of a deployment: ``sink:<name>`` / ``state:<stage>/<state>`` -> URL."""
     d = runner.d
     tables = {f"sink:{name}": sink.path for name, sink in d.sinks.items()}
-    for stage, state, url in working_tables(d.storage.child("shared")):
+    for stage, state, url in working_tables(d.storage.shared_url):
         tables[f"state:{stage}/{state}"] = url
     return tables
 
@@ -54,7 +54,7 @@ def orphaned_files(runner) -> tuple[list[str], list[str]]:
         for handle in entry.handles:
             needed.setdefault(resolve_table_url(handle, entry.metadata_path), set()).add(handle.version)
     orphaned, missing = [], []
-    for _stage, _state, url in working_tables(d.storage.child("shared")):
+    for _stage, _state, url in working_tables(d.storage.shared_url):
         table = DeltaLog(url)
         versions = {table.latest_version(), *needed.get(url, ())}
         keep = {f for snap in table.snapshots(versions).values() for f in snap.physical_files}

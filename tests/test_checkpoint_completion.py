@@ -13,7 +13,7 @@ import pytest
 
 from epochal.state.checkpoint.clock import ManualClock
 from epochal.state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
-from epochal.state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError
+from epochal.state.errors import CheckpointNotFound, CheckpointStorageError
 from epochal.state.checkpoint.failure import CheckpointFailureManager, StorageFailureStateRepository
 from epochal.state.checkpoint.ids import FileIdCounter
 from epochal.state.checkpoint.metadata import deserialize

@@ -8,7 +8,7 @@ import pytest
 
 from epochal.state.checkpoint.clock import ManualClock
 from epochal.state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
-from epochal.state.checkpoint.errors import (
+from epochal.state.errors import (
     CheckpointNotFound,
     CheckpointStorageError,
     HookError,

@@ -9,7 +9,7 @@ from epochal.state.checkpoint.clock import ManualClock
 from epochal.state.checkpoint.completed import RetentionStatus
 from epochal.state.checkpoint.factory import create_coordinator
 from epochal.state.checkpoint.store import DeltaCompletedCheckpointStore
-from epochal.state.checkpoint.storage import to_spark_path
+from epochal.state.delta.paths import to_spark
 from epochal.state.checkpoint.testing import make_handle
 from test_checkpoint_store import completed, store_contract
 
@@ -23,12 +23,12 @@ def test_delta_store_contract_and_reopen(spark, tmp_path) -> None:
     reopened = DeltaCompletedCheckpointStore(spark, url, max_retained=2)
     assert [c.checkpoint_id for c in reopened.all()] == [4, 5]
     assert reopened.get(5) == store.get(5) and reopened.get(5).metadata == completed(5).metadata
-    rows = spark.read.format("delta").load(to_spark_path(url)).orderBy("checkpoint_id").collect()
+    rows = spark.read.format("delta").load(to_spark(url)).orderBy("checkpoint_id").collect()
     assert [(r.checkpoint_id, r.kind, r.status, r.retained) for r in rows] == [
         (1, "checkpoint", "released", False), (2, "checkpoint", "subsumed", False), (3, "savepoint", "released", False),
         (4, "checkpoint", "retained", True), (5, "checkpoint", "retained", True),
     ]
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{to_spark_path(url)}`").select("version", "operation").collect()
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{to_spark(url)}`").select("version", "operation").collect()
     adds = [r for r in history if r.operation == "MERGE"]
     assert len(adds) == 7, "each add, remove and release is one MERGE commit (the duplicate add none)"
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from epochal.state.checkpoint.errors import CheckpointStorageError
+from epochal.state.errors import CheckpointStorageError
 from epochal.state.checkpoint.ids import CheckpointIdCounter, FileIdCounter, InMemoryIdCounter
 
 

@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from epochal.config.models import CheckpointMode
-from epochal.state.checkpoint.errors import CorruptMetadataError, InvalidCheckpointRequest, UnsupportedMetadataVersion
+from epochal.state.errors import CorruptMetadataError, InvalidCheckpointRequest, UnsupportedMetadataVersion
 from epochal.state.checkpoint.metadata import (
     FORMAT_VERSION,
     CheckpointKind,

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from epochal.config.models import CheckpointMode
-from epochal.state.checkpoint.errors import IllegalCheckpointTransition
+from epochal.state.errors import IllegalCheckpointTransition
 from epochal.state.checkpoint.metadata import CheckpointKind
 from epochal.state.checkpoint.pending import (
     FAILED_STATUSES,

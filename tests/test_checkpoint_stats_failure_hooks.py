@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from epochal.config.models import CheckpointMode
-from epochal.state.checkpoint.errors import HookError, InvalidCheckpointRequest, PipelineFailed
+from epochal.state.errors import HookError, InvalidCheckpointRequest, PipelineFailed
 from epochal.state.checkpoint.failure import (
     CheckpointFailureManager,
     FailureState,

@@ -8,8 +8,9 @@ import uuid
 import pytest
 
 from epochal.state.checkpoint import storage as storage_module
-from epochal.state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError, InvalidSavepointName
-from epochal.state.checkpoint.storage import CheckpointStorage, PointerKind, to_spark_path
+from epochal.state.errors import CheckpointNotFound, CheckpointStorageError, InvalidSavepointName
+from epochal.state.checkpoint.storage import CheckpointStorage, PointerKind
+from epochal.state.delta.paths import to_spark
 from epochal.state.checkpoint.testing import SimulatedCrash
 
 
@@ -160,12 +161,12 @@ def test_resolve_pointer_missing_is_a_clear_error(storage: CheckpointStorage, po
         storage.resolve_pointer(pointer)
 
 
-def test_to_spark_path() -> None:
-    assert to_spark_path("file:///x/y") == "file:///x/y"
-    assert to_spark_path("rel/p") == os.path.abspath("rel/p")
-    assert to_spark_path("/abs/p") == "/abs/p"
-    assert to_spark_path("s3://bucket/key") == "s3a://bucket/key"
-    assert to_spark_path("s3a://bucket/key") == "s3a://bucket/key"
-    assert to_spark_path("gs://bucket/key") == "gs://bucket/key"
+def test_to_spark() -> None:
+    assert to_spark("file:///x/y") == "/x/y"  # Delta refuses file:/// in CREATE TABLE ... LOCATION
+    assert to_spark("rel/p") == os.path.abspath("rel/p")
+    assert to_spark("/abs/p") == "/abs/p"
+    assert to_spark("s3://bucket/key") == "s3a://bucket/key"
+    assert to_spark("s3a://bucket/key") == "s3a://bucket/key"
+    assert to_spark("gs://bucket/key") == "gs://bucket/key"
     with pytest.raises(CheckpointStorageError, match="Spark cannot read fsspec memory URLs"):
-        to_spark_path("memory:///x")
+        to_spark("memory:///x")

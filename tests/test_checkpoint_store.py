@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from epochal.state.checkpoint.completed import AWAITING_RELEASE, FINISHED, RESTORABLE, CompletedCheckpoint, RetentionStatus
-from epochal.state.checkpoint.errors import CheckpointNotFound, DuplicateCheckpointError, IllegalCheckpointTransition
+from epochal.state.errors import CheckpointNotFound, DuplicateCheckpointError, IllegalCheckpointTransition
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
 from epochal.state.checkpoint.store import CompletedCheckpointStore, InMemoryCompletedCheckpointStore, plan_add
 

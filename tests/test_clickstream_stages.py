@@ -25,8 +25,8 @@ from epochal.pipeline.examples.clickstream.layout import hour_dir, partition_win
 from epochal.pipeline.examples.clickstream.pipeline import build_pipeline
 from epochal.pipeline.examples.clickstream.stages import SESSION, EventTimeTimers, SessionStage, merge_session_spans
 from epochal.pipeline.stage import EpochInfo, SinkMode, StageContext
-from epochal.state.keyed import KeyedStateBackend
-from epochal.state.operator import OperatorStateBackend, OperatorStateStore
+from epochal.state.backends.keyed import KeyedStateBackend
+from epochal.state.backends.operator import OperatorStateBackend, OperatorStateStore
 
 UTC = timezone.utc
 T0 = datetime(2026, 11, 1, 10, tzinfo=UTC)

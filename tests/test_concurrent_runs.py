@@ -15,7 +15,7 @@ from epochal.pipeline.errors import ConcurrentRunError
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from reliability_doc import markdown_table, write_section
-from epochal.state.lifecycle.paths import resolve_handle_path
+from epochal.state.delta.paths import resolve_handle_path
 
 pytestmark = pytest.mark.timeout(900)
 

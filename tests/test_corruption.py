@@ -28,12 +28,12 @@ from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from reliability_checks import deployment_tables, local
 from reliability_doc import markdown_table, write_section
-from epochal.state.checkpoint.errors import CheckpointError, InvalidSavepointName
+from epochal.state.errors import CheckpointError, InvalidSavepointName
 from epochal.state.checkpoint.metadata import content_checksum
 from epochal.state.errors import EpochalStateError
-from epochal.state.lifecycle.deltalog import DeltaLog
-from epochal.state.lifecycle.errors import CheckpointNotRestorable, NoRestorableCheckpoint, RestoreFallbackWarning
-from epochal.state.lifecycle.paths import resolve_table_url
+from epochal.state.delta.log import DeltaLog
+from epochal.state.errors import CheckpointNotRestorable, NoRestorableCheckpoint, RestoreFallbackWarning
+from epochal.state.delta.paths import resolve_table_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 

@@ -454,7 +454,7 @@ def test_dockerfile_bakes_in_the_jars_of_the_deployed_configuration():
     assert [p.name for p in bundled] == [f"hadoop-client-api-{hadoop_aws}.jar"], "hadoop-aws = pyspark's Hadoop"
     assert set(packages) == {"org.apache.hadoop:hadoop-aws", "software.amazon.awssdk:bundle"}, "SDK v2, not v1"
     assert packages["software.amazon.awssdk:bundle"] == AWS_SDK_FOR_HADOOP[hadoop_aws]
-    from epochal.state.objectstore import S3A_PACKAGES
+    from epochal.state.delta.objectstore import S3A_PACKAGES
 
     assert sorted(settings.spark.conf["spark.jars.packages"].split(",")) == sorted(S3A_PACKAGES)
 

@@ -17,7 +17,7 @@ from epochal.state.descriptors import (
     ValueStateDescriptor,
 )
 from epochal.state.errors import MaxParallelismMismatch, StateDescriptorError, StateSchemaError
-from epochal.state.keyed import KeyedStateBackend
+from epochal.state.backends.keyed import KeyedStateBackend
 from epochal.state.keygroups import key_group_col
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -18,9 +18,10 @@ import pytest
 
 from epochal.config import SparkSettings
 from epochal.state.checkpoint.ids import FileIdCounter
-from epochal.state.checkpoint.storage import CheckpointStorage, to_spark_path
-from epochal.state.lifecycle.paths import to_spark, to_url
-from epochal.state.objectstore import HADOOP_VERSION, S3A_PACKAGES, spark_packages
+from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.delta.paths import to_spark
+from epochal.state.delta.paths import to_spark, to_url
+from epochal.state.delta.objectstore import HADOOP_VERSION, S3A_PACKAGES, spark_packages
 from epochal.state.session import spark_conf
 
 SECRETS = {
@@ -47,7 +48,7 @@ def _bucket(name: str) -> str:
 
 
 def test_s3_and_s3a_spellings_map_both_ways():
-    assert to_spark_path("s3://bucket/chk/shared/a/b") == "s3a://bucket/chk/shared/a/b"
+    assert to_spark("s3://bucket/chk/shared/a/b") == "s3a://bucket/chk/shared/a/b"
     assert to_url("s3a://bucket/chk/shared/a/b/") == "s3://bucket/chk/shared/a/b"
     assert to_spark(to_url("s3a://bucket/w/user_totals")) == "s3a://bucket/w/user_totals"
     assert to_url(to_spark("s3://bucket/w/user_totals")) == "s3://bucket/w/user_totals"
@@ -103,7 +104,7 @@ def test_checkpoint_storage_on_s3(s3_env):
     assert [cid for cid, _ in storage.list_checkpoint_dirs()] == [12]
     assert storage.resolve_pointer(f"{base}/chk-12").checkpoint_id == 12
     shared = "s3a://chk-storage/deployment/checkpoints/shared/dedupe/seen"
-    assert to_spark_path(storage.shared_dir("dedupe", "seen")) == shared
+    assert to_spark(storage.shared_dir("dedupe", "seen")) == shared
 
 
 def test_id_counter_on_s3_never_hands_out_an_id_twice(s3_env):

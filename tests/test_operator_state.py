@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from epochal.state.descriptors import BroadcastState, ListOperatorState, UnionListOperatorState
 from epochal.state.errors import StateSchemaError
-from epochal.state.operator import (
+from epochal.state.backends.operator import (
     OperatorStateBackend,
     OperatorStateStore,
     initialize_function,

@@ -15,8 +15,8 @@ from epochal.state.descriptors import (
     ValueStateDescriptor,
 )
 from epochal.state.errors import StateSchemaError
-from epochal.state.keyed import KeyedStateBackend
-from epochal.state.per_key import run_keyed_process
+from epochal.state.backends.keyed import KeyedStateBackend
+from epochal.state.backends.per_key import run_keyed_process
 
 COUNT = ValueStateDescriptor("count", value_type=T.LongType())
 ITEMS = ListStateDescriptor("items", element_type=T.StringType())

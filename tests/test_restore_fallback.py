@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from epochal.state.lifecycle.deltalog import DeltaLog
-from epochal.state.lifecycle.errors import CheckpointNotRestorable, NoRestorableCheckpoint, RestoreFallbackWarning
-from epochal.state.lifecycle.paths import resolve_table_url
-from epochal.state.lifecycle.testing import TOTAL, LifecycleHarness
-from epochal.state.restore import RestoreAction, reset_to_empty
+from epochal.state.delta.log import DeltaLog
+from epochal.state.errors import CheckpointNotRestorable, NoRestorableCheckpoint, RestoreFallbackWarning
+from epochal.state.delta.paths import resolve_table_url
+from epochal.state.recovery.testing import TOTAL, LifecycleHarness
+from epochal.state.recovery.restore import RestoreAction, reset_to_empty
 
 pytestmark = pytest.mark.timeout(600)
 

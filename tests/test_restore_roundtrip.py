@@ -8,9 +8,9 @@ import pytest
 
 from epochal.config.models import CheckpointMode
 from epochal.state.checkpoint.testing import RecordingHook
-from epochal.state.lifecycle.paths import resolve_handle_path
-from epochal.state.lifecycle.testing import Content, LifecycleHarness
-from epochal.state.restore import RestoreAction
+from epochal.state.delta.paths import resolve_handle_path
+from epochal.state.recovery.testing import Content, LifecycleHarness
+from epochal.state.recovery.restore import RestoreAction
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -7,10 +7,10 @@ from pyspark.sql import types as T
 
 from epochal.state.descriptors import ValueStateDescriptor
 from epochal.state.errors import MaxParallelismMismatch
-from epochal.state.lifecycle.errors import RescaleError, StateMigrationError
-from epochal.state.lifecycle.schema import SchemaVerdict, compare_schemas
-from epochal.state.lifecycle.testing import LifecycleHarness
-from epochal.state.restore import RestoreAction, StateTarget
+from epochal.state.errors import RescaleError, StateMigrationError
+from epochal.state.recovery.schema import SchemaVerdict, compare_schemas
+from epochal.state.recovery.testing import LifecycleHarness
+from epochal.state.recovery.restore import RestoreAction, StateTarget
 
 pytestmark = pytest.mark.timeout(600)
 

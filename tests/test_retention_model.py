@@ -25,10 +25,10 @@ from epochal.state.checkpoint.storage import CheckpointStorage
 from epochal.state.checkpoint.store import InMemoryCompletedCheckpointStore
 from epochal.state.checkpoint.testing import SimulatedCrash
 from epochal.state.handles import StateHandle, StateKind
-from epochal.state.lifecycle.deltalog import DeltaLog, decode_dv_uuid, dv_file, working_tables
-from epochal.state.lifecycle.errors import SnapshotUnavailable
-from epochal.state.lifecycle.testing import CrashingDeleter
-from epochal.state.retention import release_subsumed
+from epochal.state.delta.log import DeltaLog, decode_dv_uuid, dv_file, working_tables
+from epochal.state.errors import SnapshotUnavailable
+from epochal.state.recovery.testing import CrashingDeleter
+from epochal.state.checkpoint.retention import release_subsumed
 
 SCHEMA = json.dumps({"type": "struct", "fields": [{"name": "k", "type": "string", "nullable": False, "metadata": {}}]})
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -326,6 +326,6 @@ def test_subsumed_and_uncommitted_folders_go_savepoints_stay(tmp_path) -> None:
     assert d.storage.exists(d.storage.savepoint_metadata_path("sp-2"))
     d.check()
     assert d.tables[0].history[1] <= d.tables[0].on_disk(), "the savepoint still references version 1"
-    assert working_tables(d.storage.child("shared")) == [("stage", "s0", d.tables[0].url)]
+    assert working_tables(d.storage.shared_url) == [("stage", "s0", d.tables[0].url)]
     again = release_subsumed(None, d.store, d.storage)
     assert (again.released, again.deleted_files, again.deleted_uncommitted_dirs) == ((), 0, ())

@@ -8,9 +8,9 @@ import pytest
 
 from epochal.state.checkpoint.completed import RetentionStatus
 from epochal.state.checkpoint.testing import SimulatedCrash
-from epochal.state.lifecycle.deltalog import DeltaLog
-from epochal.state.lifecycle.paths import resolve_table_url, to_url
-from epochal.state.lifecycle.testing import CrashingDeleter, LifecycleHarness
+from epochal.state.delta.log import DeltaLog
+from epochal.state.delta.paths import resolve_table_url, to_url
+from epochal.state.recovery.testing import CrashingDeleter, LifecycleHarness
 
 pytestmark = pytest.mark.timeout(900)
 

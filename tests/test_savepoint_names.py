@@ -6,7 +6,7 @@ import pytest
 
 from epochal.orchestration.cli import main
 from epochal.state.checkpoint import ManualClock
-from epochal.state.checkpoint.errors import InvalidSavepointName
+from epochal.state.errors import InvalidSavepointName
 from epochal.state.checkpoint.factory import create_in_memory_coordinator
 from epochal.state.checkpoint.storage import CheckpointStorage
 from epochal.config.models import CheckpointSettings

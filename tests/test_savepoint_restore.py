@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from epochal.state.lifecycle.paths import resolve_handle_path
-from epochal.state.lifecycle.testing import LifecycleHarness
-from epochal.state.restore import RestoreAction
+from epochal.state.delta.paths import resolve_handle_path
+from epochal.state.recovery.testing import LifecycleHarness
+from epochal.state.recovery.restore import RestoreAction
 
 pytestmark = pytest.mark.timeout(600)
 

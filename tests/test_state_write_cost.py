@@ -6,7 +6,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from epochal.state.descriptors import ValueStateDescriptor
-from epochal.state.keyed import KeyedStateBackend
+from epochal.state.backends.keyed import KeyedStateBackend
 
 KEYS = 40_000
 

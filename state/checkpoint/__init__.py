@@ -14,7 +14,7 @@ from epochal.state.checkpoint.coordinator import (
     CoordinatorPolicy,
     TriggerResult,
 )
-from epochal.state.checkpoint.errors import (
+from epochal.state.errors import (
     CheckpointError,
     CheckpointNotFound,
     CheckpointStorageError,
@@ -31,7 +31,7 @@ from epochal.state.checkpoint.pending import AckResult, PendingCheckpoint, Pendi
 from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
 from epochal.state.checkpoint.resolve import CheckpointResolver
 from epochal.state.checkpoint.stats import CheckpointStats, CheckpointStatsTracker
-from epochal.state.checkpoint.storage import CheckpointStorage, to_spark_path
+from epochal.state.checkpoint.storage import CheckpointStorage
 from epochal.state.checkpoint.store import (
     CompletedCheckpointStore,
     DeltaCompletedCheckpointStore,
@@ -46,5 +46,5 @@ __all__ = [
     "Completion", "CoordinatorPolicy", "CorruptMetadataError", "DeltaCompletedCheckpointStore", "FileIdCounter",
     "InMemoryCompletedCheckpointStore", "InMemoryIdCounter", "ManualClock", "MasterTriggerRestoreHook",
     "PendingCheckpoint", "PendingStatus", "PipelineFailed", "RetentionStatus", "SystemClock", "TriggerResult",
-    "UnsupportedMetadataVersion", "create_coordinator", "create_in_memory_coordinator", "to_spark_path",
+    "UnsupportedMetadataVersion", "create_coordinator", "create_in_memory_coordinator",
 ]

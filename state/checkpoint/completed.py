@@ -6,7 +6,7 @@ from enum import Enum
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict
 
-from epochal.state.checkpoint.errors import IllegalCheckpointTransition
+from epochal.state.errors import IllegalCheckpointTransition
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
 from epochal.state.handles import StateHandle
 from epochal.state.ids import CheckpointId, Epoch

@@ -28,7 +28,7 @@ from typing import Any
 from epochal.config.models import CheckpointMode, CheckpointSettings
 from epochal.state.checkpoint.clock import Clock
 from epochal.state.checkpoint.completed import CompletedCheckpoint
-from epochal.state.checkpoint.errors import (
+from epochal.state.errors import (
     CheckpointError,
     HookError,
     InvalidCheckpointRequest,

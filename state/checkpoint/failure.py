@@ -14,7 +14,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from epochal.state.checkpoint.errors import CheckpointError, PipelineFailed
+from epochal.state.errors import CheckpointError, PipelineFailed
 from epochal.state.checkpoint.reasons import CheckpointFailure
 from epochal.state.checkpoint.storage import CheckpointStorage
 

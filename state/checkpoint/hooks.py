@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from epochal.state.checkpoint.errors import HookError, InvalidCheckpointRequest
+from epochal.state.errors import HookError, InvalidCheckpointRequest
 from epochal.state.checkpoint.metadata import require_json
 from epochal.state.ids import CheckpointId, Epoch
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from fsspec.core import url_to_fs
 
-from epochal.state.checkpoint.errors import CheckpointStorageError
+from epochal.state.errors import CheckpointStorageError
 from epochal.state.ids import CheckpointId
 
 FIRST_ID = 1

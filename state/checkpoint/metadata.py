@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from epochal.config.models import CheckpointMode
-from epochal.state.checkpoint.errors import CorruptMetadataError, InvalidCheckpointRequest, UnsupportedMetadataVersion
+from epochal.state.errors import CorruptMetadataError, InvalidCheckpointRequest, UnsupportedMetadataVersion
 from epochal.state.handles import StateHandle
 from epochal.state.ids import CheckpointId, Epoch
 

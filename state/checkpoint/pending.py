@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from epochal.config.models import CheckpointMode
-from epochal.state.checkpoint.errors import IllegalCheckpointTransition
+from epochal.state.errors import IllegalCheckpointTransition
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, TaskAckInfo
 from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
 from epochal.state.handles import StateHandle

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
-from epochal.state.checkpoint.errors import CheckpointNotFound
+from epochal.state.errors import CheckpointNotFound
 from epochal.state.checkpoint.metadata import CheckpointMetadata, deserialize
 from epochal.state.checkpoint.storage import CheckpointPointer, CheckpointStorage
 from epochal.state.checkpoint.store import CompletedCheckpointStore

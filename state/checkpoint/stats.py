@@ -17,7 +17,7 @@ from typing import Protocol
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from epochal.state.checkpoint.errors import CheckpointError, CheckpointNotFound
+from epochal.state.errors import CheckpointError, CheckpointNotFound
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
 from epochal.state.checkpoint.pending import PendingCheckpoint
 from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason

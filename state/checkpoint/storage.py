@@ -30,7 +30,8 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from epochal.state.checkpoint.errors import CheckpointNotFound, CheckpointStorageError, InvalidSavepointName
+from epochal.state.delta.paths import SHARED_DIR
+from epochal.state.errors import CheckpointNotFound, CheckpointStorageError, InvalidSavepointName
 from epochal.state.ids import CheckpointId
 
 METADATA_FILE = "_metadata"
@@ -42,7 +43,6 @@ _CHECKPOINT_DIR = re.compile(r"^chk-(\d+)$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 # Object stores where one PUT is atomic (a reader never sees a partial object).
 ATOMIC_PUT_PROTOCOLS = frozenset({"memory", "s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oci", "r2"})
-_SPARK_SCHEMES = {"s3": "s3a", "s3n": "s3a", "gcs": "gs", "az": "abfss", "abfs": "abfss"}
 
 
 class PointerKind(str, Enum):
@@ -83,22 +83,6 @@ def validate_name(name: str, *, what: str = "savepoint name") -> str:
     return name
 
 
-def to_spark_path(url: str) -> str:
-    """Map an fsspec URL to the path Spark and Delta read (``s3://`` -> ``s3a://``)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return os.path.abspath(url)
-    if scheme in ("file", "local"):
-        return "file://" + os.path.abspath(rest)
-    if scheme == "memory":
-        raise CheckpointStorageError(
-            f"Spark cannot read fsspec memory URLs ({url}).",
-            action="use a file:// or object-store URL for Delta tables.",
-            path=url,
-        )
-    return f"{_SPARK_SCHEMES.get(scheme, scheme)}://{rest}"
-
-
 class CheckpointStorage:
     """Paths and atomic file I/O for checkpoints and savepoints on one fsspec filesystem."""
 
@@ -130,9 +114,14 @@ class CheckpointStorage:
     def metadata_path(self, checkpoint_id: int) -> str:
         return self.checkpoint_dir(checkpoint_id) + "/" + METADATA_FILE
 
+    @property
+    def shared_url(self) -> str:
+        """``<checkpoints>/shared``: the working state tables, one Delta table per stage and state."""
+        return self._url(posixpath.join(self._base, SHARED_DIR))
+
     def shared_dir(self, stage: str, state: str) -> str:
         stage, state = validate_name(stage, what="stage name"), validate_name(state, what="state name")
-        return self._url(posixpath.join(self._base, "shared", stage, state))
+        return self._url(posixpath.join(self._base, SHARED_DIR, stage, state))
 
     def savepoint_dir(self, name: str) -> str:
         return self._url(posixpath.join(self._savepoints, validate_name(name)))

@@ -18,9 +18,9 @@ from typing import Any, Protocol, runtime_checkable
 from fsspec.core import url_to_fs
 
 from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
-from epochal.state.checkpoint.errors import CheckpointNotFound, DuplicateCheckpointError, InvalidCheckpointRequest
+from epochal.state.errors import CheckpointNotFound, DuplicateCheckpointError, InvalidCheckpointRequest
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
-from epochal.state.checkpoint.storage import to_spark_path
+from epochal.state.delta.paths import to_spark
 
 
 @runtime_checkable
@@ -174,7 +174,7 @@ class DeltaCompletedCheckpointStore:
         self.max_retained = max_retained
         self._spark = spark
         self._url = table_url
-        self._path = to_spark_path(table_url)
+        self._path = to_spark(table_url)
         self._log_fs, self._log_dir = url_to_fs(table_url.rstrip("/") + "/_delta_log", **(storage_options or {}))
         self._snapshot: tuple[int, dict[int, CompletedCheckpoint]] | None = None
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from epochal.state.checkpoint.completed import CompletedCheckpoint
-from epochal.state.checkpoint.errors import CheckpointStorageError
+from epochal.state.errors import CheckpointStorageError
 from epochal.state.checkpoint.metadata import CheckpointKind
 from epochal.state.checkpoint.storage import CheckpointStorage
 from epochal.state.checkpoint.store import CompletedCheckpointStore

@@ -45,7 +45,7 @@ from epochal.state.descriptors import (
     UnionListOperatorState,
     ValueStateDescriptor,
 )
-from epochal.state.timers import EventTimeTimers, pinned_read, pinned_union_list  # noqa: F401 - re-exported
+from epochal.state.backends.timers import EventTimeTimers, pinned_read, pinned_union_list  # noqa: F401 - re-exported
 
 # ----------------------------------------------------------------------------- names and schemas
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
-from epochal.state import delta_io
+from epochal.state.delta import io as delta_io
 from epochal.state.errors import StateTableNotFound
+from epochal.state.delta.paths import same_location
 from epochal.state.handles import StateHandle, StateKind
 
 
@@ -58,7 +59,7 @@ def restore_table(spark, working_path: str, handle: StateHandle) -> None:
             action="restore from another checkpoint or savepoint",
             path=handle.table_path,
         )
-    if _same_path(handle.table_path, working_path) and delta_io.is_delta_table(working_path):
+    if same_location(handle.table_path, working_path) and delta_io.is_delta_table(working_path):
         if delta_io.current_version(spark, working_path) != handle.version:
             DeltaTable.forPath(spark, working_path).restoreToVersion(handle.version)
         return
@@ -81,11 +82,3 @@ def create_table(spark, path: str, schema: T.StructType, properties: dict[str, s
     for key, value in properties.items():
         builder = builder.property(key, value)
     builder.execute()
-
-
-def _same_path(a: str, b: str) -> bool:
-    def norm(p: str) -> str:
-        p = p.rstrip("/")
-        return p[len("file://"):] if p.startswith("file://") else p
-
-    return norm(a) == norm(b)

@@ -38,7 +38,7 @@ Applying, per state:
 
 Rescale: keyed state needs no data movement (rows carry their key group; the
 maximum parallelism recorded must equal the current one). Operator state is
-redistributed on read by its mode (:func:`epochal.state.operator.redistribute`); the
+redistributed on read by its mode (:func:`epochal.state.backends.operator.redistribute`); the
 new parallelism is recorded in the result. Backends that opened tables before
 the restore must be recreated (they cache what they opened).
 """
@@ -53,9 +53,9 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-from epochal.state import delta_io
+from epochal.state.delta import io as delta_io
 from epochal.state.checkpoint.coordinator import CheckpointCoordinator
-from epochal.state.checkpoint.errors import (
+from epochal.state.errors import (
     CheckpointNotFound,
     CheckpointStorageError,
     CorruptMetadataError,
@@ -65,10 +65,10 @@ from epochal.state.checkpoint.hooks import restore_hooks
 from epochal.state.checkpoint.metadata import CheckpointMetadata
 from epochal.state.checkpoint.resolve import CheckpointResolver
 from epochal.state.checkpoint.storage import CheckpointStorage, PointerKind
-from epochal.state.tables import create_table
-from epochal.state.lifecycle.deltalog import DeltaLog, VersionSnapshot
-from epochal.state.lifecycle.plan import PlannedState, RestoreOptions, RestorePlan, _existing_tables, plan_restore
-from epochal.state.lifecycle.restore_types import (
+from epochal.state.delta.tables import create_table
+from epochal.state.delta.log import DeltaLog, VersionSnapshot
+from epochal.state.recovery.plan import PlannedState, RestoreOptions, RestorePlan, _existing_tables, plan_restore
+from epochal.state.recovery.types import (
     CheckpointSource,
     RestoreAction,
     RestoredState,
@@ -76,16 +76,16 @@ from epochal.state.lifecycle.restore_types import (
     SkippedCheckpoint,
     StateTarget,
 )
-from epochal.state.lifecycle.errors import (
+from epochal.state.errors import (
     CheckpointNotRestorable,
     NoRestorableCheckpoint,
     RescaleError,
     RestoreFallbackWarning,
     SnapshotUnavailable,
 )
-from epochal.state.lifecycle.paths import to_spark, to_url
-from epochal.state.lifecycle.schema import conform_columns, same_columns
-from epochal.state.snapshots import copied_properties
+from epochal.state.delta.paths import to_spark, to_url
+from epochal.state.recovery.schema import conform_columns, same_columns
+from epochal.state.checkpoint.snapshots import copied_properties
 
 log = logging.getLogger(__name__)
 
@@ -383,7 +383,7 @@ def _options(
     allow: bool,
 ) -> RestoreOptions:
     by_key = None if targets is None else {t.key: t for t in targets}
-    root = to_url(working_root) if working_root is not None else to_url(catalog.storage.child("shared"))
+    root = to_url(working_root) if working_root is not None else to_url(catalog.storage.shared_url)
     return RestoreOptions(by_key, root, parallelism, allow)
 
 
@@ -405,5 +405,5 @@ def reset_to_empty(
     restorable and retention keeps working.
     """
     by_key = None if targets is None else {t.key: t for t in targets}
-    root = to_url(working_root) if working_root is not None else to_url(storage.child("shared"))
+    root = to_url(working_root) if working_root is not None else to_url(storage.shared_url)
     return _start_empty(spark, RestoreOptions(by_key, root), None)

@@ -26,11 +26,11 @@ from epochal.state.checkpoint.storage import CheckpointStorage
 from epochal.state.checkpoint.testing import SimulatedCrash
 from epochal.state.checkpoint.store import InMemoryCompletedCheckpointStore
 from epochal.state.descriptors import KeyedStateDescriptor, ListOperatorState, ValueStateDescriptor
-from epochal.state.keyed import KeyedStateBackend
-from epochal.state.operator import OperatorStateBackend
-from epochal.state.restore import RestoreResult, StateTarget, restore_state
-from epochal.state.retention import Deleter, RetentionReport, delete_url, release
-from epochal.state.snapshots import materialize_handles, working_root
+from epochal.state.backends.keyed import KeyedStateBackend
+from epochal.state.backends.operator import OperatorStateBackend
+from epochal.state.recovery.restore import RestoreResult, StateTarget, restore_state
+from epochal.state.checkpoint.retention import Deleter, RetentionReport, delete_url, release
+from epochal.state.checkpoint.snapshots import materialize_handles, working_root
 
 STAGE = "agg"
 TASK = "stage:agg"

@@ -13,7 +13,7 @@ module replays the Delta log without Spark:
 * record the live files, the schema and the table properties at each version asked for.
 
 A missing commit file (the log no longer covers a version) or a version newer
-than the table is :class:`~state.lifecycle.errors.SnapshotUnavailable`.
+than the table is :class:`~epochal.state.errors.SnapshotUnavailable`.
 Deletion vectors stored by UUID (``storageType`` ``u``) live in
 ``[<prefix>/]deletion_vector_<uuid>.bin`` where the UUID is Z85-encoded in the
 log (Delta's ``Base85Codec``).
@@ -33,8 +33,8 @@ from urllib.parse import unquote
 
 import fsspec
 
-from epochal.state.lifecycle.errors import SnapshotUnavailable
-from epochal.state.lifecycle.paths import inside, to_url
+from epochal.state.errors import SnapshotUnavailable
+from epochal.state.delta.paths import inside, to_url
 
 log = logging.getLogger(__name__)
 

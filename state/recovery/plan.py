@@ -10,12 +10,12 @@ from epochal.state.checkpoint.metadata import CheckpointMetadata
 from epochal.state.checkpoint.storage import validate_name
 from epochal.state.errors import MaxParallelismMismatch
 from epochal.state.handles import StateHandle, StateKind
-from epochal.state.keyed import PROP_MAX_PARALLELISM
-from epochal.state.lifecycle.deltalog import DeltaLog, VersionSnapshot, working_tables
-from epochal.state.lifecycle.errors import RescaleError, SnapshotUnavailable, StateMigrationError, UnclaimedStateError
-from epochal.state.lifecycle.paths import join_url, resolve_table_url, same_location, to_url
-from epochal.state.lifecycle.schema import SchemaComparison, SchemaVerdict, compare_schemas, same_columns
-from epochal.state.lifecycle.restore_types import StateTarget
+from epochal.state.backends.keyed import PROP_MAX_PARALLELISM
+from epochal.state.delta.log import DeltaLog, VersionSnapshot, working_tables
+from epochal.state.errors import RescaleError, SnapshotUnavailable, StateMigrationError, UnclaimedStateError
+from epochal.state.delta.paths import join_url, resolve_table_url, same_location, to_url
+from epochal.state.recovery.schema import SchemaComparison, SchemaVerdict, compare_schemas, same_columns
+from epochal.state.recovery.types import StateTarget
 
 
 

@@ -25,11 +25,11 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from epochal.state import delta_io
+from epochal.state.delta import io as delta_io
 from epochal.state.descriptors import OperatorStateDescriptor, OperatorStateMode
 from epochal.state.errors import StateSchemaError
 from epochal.state.handles import StateHandle, StateKind
-from epochal.state.tables import create_table, restore_table, snapshot_table
+from epochal.state.delta.tables import create_table, restore_table, snapshot_table
 
 PROP_MODE = "epochal.operatorStateMode"
 PROP_VALUE_TYPE = "epochal.valueType"

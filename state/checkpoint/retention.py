@@ -11,7 +11,7 @@ How files are chosen: the set difference of file sets, not Delta VACUUM.
 * The file-set difference is exact and needs no Spark: the files kept for a
   working table are the union of the data and deletion-vector files of its
   needed versions, read from the Delta log with fsspec
-  (:mod:`epochal.state.lifecycle.deltalog`); every other file in the table folder is
+  (:mod:`epochal.state.delta.log`); every other file in the table folder is
   deleted, leftovers of failed writes included.
 
 Needed versions of a working table (``<checkpoints>/shared/<stage>/<state>``):
@@ -59,9 +59,9 @@ from epochal.state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointSt
 from epochal.state.checkpoint.store import CompletedCheckpointStore
 from epochal.state.errors import EpochalStateError
 from epochal.state.handles import StateHandle
-from epochal.state.lifecycle.deltalog import DeltaLog, working_tables
-from epochal.state.lifecycle.errors import RetentionError
-from epochal.state.lifecycle.paths import is_relative, resolve_table_url, to_url
+from epochal.state.delta.log import DeltaLog, working_tables
+from epochal.state.errors import RetentionError
+from epochal.state.delta.paths import is_relative, resolve_table_url, to_url
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ def _release_shared_files(
     """Delete, in every working table, the files no needed version holds; return reports and errors."""
     needed = needed_versions(store, in_flight=in_flight)
     releases, errors = [], []
-    for stage, state, url in working_tables(storage.child("shared")):
+    for stage, state, url in working_tables(storage.shared_url):
         try:
             plan = plan_table_release(stage, state, url, needed.get(url, ()))
         except (EpochalStateError, OSError) as exc:

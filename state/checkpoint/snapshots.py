@@ -5,7 +5,7 @@ The working state tables live at ``<checkpoints>/shared/<stage>/<state>``
 
 * INCREMENTAL checkpoint (``checkpoints.mode: incremental``): a handle is the
   working table's current Delta version; nothing is copied. The versions stay
-  readable because retention (:mod:`epochal.state.retention`) keeps every file a
+  readable because retention (:mod:`epochal.state.checkpoint.retention`) keeps every file a
   retained checkpoint's version needs, and the Delta log is never truncated.
 * FULL checkpoint (``checkpoints.mode: full``) and every SAVEPOINT: each state
   table is copied, read at the handle's version and written as a new Delta
@@ -13,7 +13,7 @@ The working state tables live at ``<checkpoints>/shared/<stage>/<state>``
   that version, to ``<location>/state/<stage>/<state>`` (``location`` is the
   ``chk-<id>`` or ``savepoints/<name>`` folder). The handle then names the copy
   with a path RELATIVE to ``location``: the folder is self-contained and can be
-  moved. :func:`~state.lifecycle.paths.resolve_handle_path` turns a handle and
+  moved. :func:`~epochal.state.delta.paths.resolve_handle_path` turns a handle and
   the path of its ``_metadata`` back into an absolute Spark path.
 
 The epoch runner calls :func:`materialize_handles` with the handles a stage
@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochal.config.models import CheckpointMode
-from epochal.state import delta_io
+from epochal.state.delta import io as delta_io
 from epochal.state.checkpoint.metadata import CheckpointKind
 from epochal.state.checkpoint.pending import CheckpointSpec, PendingCheckpoint
 from epochal.state.checkpoint.storage import CheckpointStorage, validate_name
 from epochal.state.handles import StateHandle
-from epochal.state.tables import create_table
-from epochal.state.lifecycle.deltalog import DeltaLog, VersionSnapshot
-from epochal.state.lifecycle.errors import SnapshotUnavailable, SnapshotWriteError
-from epochal.state.lifecycle.paths import is_relative, join_url, resolve_handle_path, resolve_table_url, to_spark
+from epochal.state.delta.tables import create_table
+from epochal.state.delta.log import DeltaLog, VersionSnapshot
+from epochal.state.errors import SnapshotUnavailable, SnapshotWriteError
+from epochal.state.delta.paths import is_relative, join_url, resolve_handle_path, resolve_table_url, to_spark
 
 STATE_DIR = "state"
 COPIED_PROPERTY_PREFIXES = ("epochal.", "delta.")
@@ -70,7 +70,7 @@ class SnapshotTarget:
 
 def working_root(storage: CheckpointStorage) -> str:
     """Spark path of ``<checkpoints>/shared``: the root to give the state backends."""
-    return to_spark(storage.child("shared"))
+    return to_spark(storage.shared_url)
 
 
 def working_table_path(storage: CheckpointStorage, stage: str, state: str) -> str:
@@ -165,7 +165,9 @@ def copy_table_version(
     second commit, skipped when ``rows`` is 0).
     """
     target = to_spark(target_url)
-    create_table(spark, target, snapshot.schema, copied_properties(snapshot.configuration))
+    # The canonical form: a copy opens with any Delta reader (no deletion vectors).
+    properties = {**copied_properties(snapshot.configuration), **delta_io.PORTABLE_TABLE_PROPERTIES}
+    create_table(spark, target, snapshot.schema, properties)
     if rows == 0:
         return
     data = delta_io.read_version(spark, to_spark(source_url), snapshot.version)

@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from epochal.state import delta_io
+from epochal.state.delta import io as delta_io
 from epochal.state.descriptors import (
     AggregatingStateDescriptor,
     KeyedStateDescriptor,
@@ -41,7 +41,7 @@ from epochal.state.descriptors import (
 )
 from epochal.state.errors import MaxParallelismMismatch, StateSchemaError
 from epochal.state.handles import StateHandle, StateKind
-from epochal.state.tables import create_table, restore_table, snapshot_table
+from epochal.state.delta.tables import create_table, restore_table, snapshot_table
 from epochal.state.keygroups import DEFAULT_MAX_PARALLELISM, check_parallelism, key_group_col, subtask_col
 
 VOID_NAMESPACE = ""

@@ -13,25 +13,30 @@ from datetime import datetime, timezone
 
 import fsspec
 
+from epochal.state.delta.paths import to_url
+
 # A state table keeps every version a retained checkpoint may point at: epochal's
 # own retention (not Delta's clock) decides when files go.
 LONG_RETENTION = "interval 36500 days"
+# Keyed and operator state tables: deletion vectors pay here (a MERGE of a few changed keys
+# marks rows deleted instead of rewriting whole files). Only Delta readers that support the
+# deletionVectors reader feature open these working tables (Spark, DuckDB; not delta-rs 1.6):
+# savepoints and sinks are written without it.
 STATE_TABLE_PROPERTIES = {
     "delta.enableDeletionVectors": "true",
     "delta.logRetentionDuration": LONG_RETENTION,
     "delta.deletedFileRetentionDuration": LONG_RETENTION,
 }
-
-
-def to_fs_url(path: str) -> str:
-    """A Spark/Delta path as an fsspec URL (``s3a://`` is ``s3://`` to fsspec)."""
-    if path.startswith("s3a://"):
-        return "s3://" + path[len("s3a://") :]
-    return path
+# What users consume (sinks) and what users own (the state tables of savepoints and full
+# checkpoints, Flink's canonical format): reader version 1 features only, so that every
+# Delta reader opens them (Spark, delta-rs/polars/pandas, DuckDB).
+PORTABLE_TABLE_PROPERTIES = {
+    "delta.enableDeletionVectors": "false",
+}
 
 
 def _fs(path: str):
-    fs, root = fsspec.core.url_to_fs(to_fs_url(path))
+    fs, root = fsspec.core.url_to_fs(to_url(path))
     return fs, root
 
 
@@ -119,12 +124,12 @@ class TableSummary:
 def table_summary(path: str, version: int | None = None) -> TableSummary:
     """Version (the latest when None), live bytes and rows, schema and properties: no Spark job.
 
-    The log is replayed with fsspec (:class:`epochal.state.lifecycle.deltalog.DeltaLog`); rows come
+    The log is replayed with fsspec (:class:`epochal.state.delta.log.DeltaLog`); rows come
     from the files' ``numRecords`` statistics minus the rows their deletion vectors delete.
     """
     from pyspark.sql import types as T
 
-    from epochal.state.lifecycle.deltalog import DeltaLog
+    from epochal.state.delta.log import DeltaLog
 
     table = DeltaLog(path)
     if version is None:
@@ -143,7 +148,7 @@ def may_hold_at_or_before(path: str, column: str, moment: datetime) -> bool:
     hold such a row. Statistics are at millisecond precision, rounded down, and count
     rows deletion vectors removed: the answer errs only towards True.
     """
-    from epochal.state.lifecycle.deltalog import DeltaLog
+    from epochal.state.delta.log import DeltaLog
 
     table = DeltaLog(path)
     version = table.latest_version()

@@ -1,6 +1,6 @@
-"""Where a state table is: fsspec URLs, Spark paths and handle paths.
+"""Every spelling of a location, in one place: fsspec URLs, Spark paths and handle paths.
 
-Three spellings of one location meet here:
+No other module converts paths. Three spellings of one location meet here:
 
 * fsspec URLs (``file:///x``, ``s3://b/x``), the currency of :class:`CheckpointStorage`;
 * Spark paths (``/x`` for local files, because Delta refuses ``file:///`` in
@@ -16,11 +16,13 @@ from __future__ import annotations
 import os
 import posixpath
 
-from epochal.state.checkpoint.storage import to_spark_path
+from epochal.state.errors import CheckpointStorageError, SnapshotUnavailable
 from epochal.state.handles import StateHandle
-from epochal.state.lifecycle.errors import SnapshotUnavailable
 
+# fsspec's spelling of a scheme, and Spark's (Hadoop's S3A connector reads s3://, s3a:// and s3n://).
 _FS_SCHEMES = {"s3a": "s3", "s3n": "s3", "file": "file", "local": "file"}
+_SPARK_SCHEMES = {"s3": "s3a", "s3n": "s3a", "gcs": "gs", "az": "abfss", "abfs": "abfss"}
+SHARED_DIR = "shared"  # <checkpoints>/shared/<stage>/<state>: the working state tables
 
 
 def is_relative(table_path: str) -> bool:
@@ -42,9 +44,19 @@ def to_url(path: str) -> str:
 
 
 def to_spark(path_or_url: str) -> str:
-    """The path Spark and Delta use for a URL (local files as plain absolute paths)."""
-    spark = to_spark_path(to_url(path_or_url))
-    return spark[len("file://"):] if spark.startswith("file://") else spark
+    """The path Spark and Delta use for a URL or path: local files as plain absolute paths
+    (Delta refuses ``file:///`` in ``CREATE TABLE ... LOCATION``), ``s3://`` as ``s3a://``."""
+    url = to_url(path_or_url)
+    scheme, rest = url.split("://", 1)
+    if scheme == "file":
+        return rest
+    if scheme == "memory":
+        raise CheckpointStorageError(
+            f"Spark cannot read fsspec memory URLs ({path_or_url}).",
+            action="use a file:// or object-store URL for Delta tables.",
+            path=path_or_url,
+        )
+    return f"{_SPARK_SCHEMES.get(scheme, scheme)}://{rest}"
 
 
 def same_location(a: str, b: str) -> bool:

@@ -31,8 +31,8 @@ from epochal.state.descriptors import (
     ValueStateDescriptor,
 )
 from epochal.state.errors import StateSchemaError
-from epochal.state.keyed import _DELETE, VOID_NAMESPACE, KeyedStateBackend
-from epochal.state import delta_io
+from epochal.state.backends.keyed import _DELETE, VOID_NAMESPACE, KeyedStateBackend
+from epochal.state.delta import io as delta_io
 
 _KIND = "__kind"
 _IDX = "__state"

@@ -2,8 +2,7 @@
 
 One location is spelled two ways: ``s3://bucket/key`` for fsspec (s3fs) and
 ``s3a://bucket/key`` for Spark and Delta (Hadoop's S3A connector); the
-conversions live in ``epochal.state.checkpoint.storage.to_spark_path`` and
-``epochal.state.lifecycle.paths.to_url``.
+conversions live in :mod:`epochal.state.delta.paths` (``to_spark``, ``to_url``).
 
 Credentials never pass through epochal's configuration, ``_metadata`` or logs:
 both sides read them from the standard AWS environment

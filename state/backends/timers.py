@@ -13,10 +13,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from epochal.state import delta_io
+from epochal.state.delta import io as delta_io
 from epochal.state.descriptors import KeyedStateDescriptor, ValueStateDescriptor
-from epochal.state.keyed import KeyedStateBackend
-from epochal.state.operator import OperatorListState
+from epochal.state.backends.keyed import KeyedStateBackend
+from epochal.state.backends.operator import OperatorListState
 
 def pinned_read(backend: KeyedStateBackend, descriptor: KeyedStateDescriptor) -> DataFrame:
     """Live ``key, namespace, value`` of a keyed state at its current Delta version (stable after later writes)."""
