@@ -59,12 +59,15 @@ def test_full_checkpoint_is_self_contained_and_restores_with_rescale(spark, tmp_
     copied = spark.read.format("delta").option("versionAsOf", handle.version).load(copy)
     assert {r.key: r.value for r in copied.collect()} == {"a": 1, "b": 2}
     props = spark.sql(f"DESCRIBE DETAIL delta.`{copy}`").first().properties
-    assert props["epochal.maxParallelism"] == "16" and props["delta.enableDeletionVectors"] == "true"
+    assert props["epochal.maxParallelism"] == "16"
+    assert props["delta.enableDeletionVectors"] == "false", "a copy is canonical: every Delta reader opens it"
     assert not copied.schema["key"].nullable, "the copy keeps the exact schema"
 
     result = h.restore(1)
     assert {s.action for s in result.states} == {RestoreAction.COPY}
     assert h.content() == h.expected_content(1)
+    working = spark.sql(f"DESCRIBE DETAIL delta.`{h.keyed.table_path(h.total)}`").first().properties
+    assert working["delta.enableDeletionVectors"] == "true", "the working table restored from a copy keeps deletion vectors"
     h.restore(2, parallelism=4)
     assert h.totals() == h.expected_content(2).totals
     _assert_rescaled(h, h.expected_content(2), 4)

@@ -15,7 +15,7 @@ side only.
 
 Spark reads ``s3://`` with S3A as well (``fs.s3.impl``), so a path listed by
 fsspec can be handed to Spark as it is. A custom endpoint (an S3-compatible
-server such as MinIO or moto) is read from
+server such as SeaweedFS or moto) is read from
 ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL`` (botocore's own variables) and
 handed to S3A as ``fs.s3a.endpoint`` with path-style access; any
 ``spark.hadoop.fs.s3a.*`` key in ``spark.conf`` overrides what is derived here.
