@@ -2,21 +2,32 @@
 
 Restore checks that every file of a handle's version exists, and retention
 keeps exactly the files of the versions still needed: both need the set of
-physical files (data files and deletion-vector files) of given versions. This
-module replays the Delta log without Spark:
+physical files (data files AND deletion-vector files) of given versions. This
+module replays the Delta log without Spark, as Delta 4 writes it:
 
-* start from the newest complete classic checkpoint (``NNN.checkpoint.parquet``,
-  single or multi-part) at or before the oldest version asked for, else from
-  commit 0;
-* apply every JSON commit after it in order; a live file is keyed, as in Delta,
-  by its path and its deletion vector's unique id;
-* record the live files, the schema and the table properties at each version asked for.
+* list ``_delta_log`` once: JSON commits, checkpoints of every kind (classic,
+  multi-part, and the UUID-named V2 checkpoints of ``delta.checkpointPolicy=v2``
+  in JSON or parquet, whose file actions may sit in ``_delta_log/_sidecars/``;
+  also the classic-named V2 compatibility checkpoint) and log compactions
+  (``XXX.YYY.compacted.json``), see :mod:`~epochal.state.delta.checkpoints`;
+* start from the newest readable checkpoint at or before the oldest version
+  asked for (else commit 0), then apply the commits after it in order, starting
+  afresh from a later checkpoint where that reads less; a compaction stands in
+  for commits that are gone (log cleanup), never for ones still there;
+* a live file is keyed, as in Delta, by its path and its deletion vector's unique id;
+* record the live files (size, live rows: ``numRecords`` minus the deletion
+  vector's cardinality), the schema and the table properties at each version asked for.
 
-A missing commit file (the log no longer covers a version) or a version newer
-than the table is :class:`~epochal.state.errors.SnapshotUnavailable`.
-Deletion vectors stored by UUID (``storageType`` ``u``) live in
-``[<prefix>/]deletion_vector_<uuid>.bin`` where the UUID is Z85-encoded in the
-log (Delta's ``Base85Codec``).
+A version the remaining log files do not lead to (its commits cleaned up and no
+checkpoint at or before it), or newer than the table, is
+:class:`~epochal.state.errors.SnapshotUnavailable`. Deletion vectors stored by
+UUID (``storageType`` ``u``) live in ``[<prefix>/]deletion_vector_<uuid>.bin``
+where the UUID is Z85-encoded in the log (Delta's ``Base85Codec``).
+
+Why our own replay: delta-rs (``deltalake``) reads these tables' metadata but
+exposes no deletion-vector file paths (only materialised keep-masks), and
+retention must know them; Delta's JVM snapshots know them but cost Spark jobs
+per version. The tests check this replay against both.
 """
 
 from __future__ import annotations
@@ -24,23 +35,23 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
 import fsspec
 
-from epochal.state.errors import SnapshotUnavailable
+from epochal.state.delta.checkpoints import (
+    LOG_DIR, Checkpoint, CheckpointUnreadable, LogGap, LogListing, Step, checkpoint_actions, json_actions,
+    parse_listing, parsed_stats, plan_replay,
+)
 from epochal.state.delta.paths import inside, to_url
+from epochal.state.errors import SnapshotUnavailable
 
 log = logging.getLogger(__name__)
 
-LOG_DIR = "_delta_log"
-_COMMIT = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _Z85_INDEX = {c: i for i, c in enumerate(_Z85)}
 _ENCODED_UUID_LENGTH = 20
@@ -140,7 +151,7 @@ class _Replay:
     def add(self, action: Mapping[str, Any]) -> None:
         path = self._path(action["path"])
         dv = action.get("deletionVector")
-        stats = _stats(action)
+        stats = parsed_stats(action)
         self.live[(path, _dv_id(dv))] = LiveFile(
             path, int(action.get("size") or 0), self._relative(dv_file(dv)), _live_records(stats, dv),
             stats.get("minValues") if stats else None,
@@ -185,18 +196,6 @@ class _Replay:
         return path
 
 
-def _stats(add: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The parsed statistics of an ``add`` action (None when absent or unreadable)."""
-    text = add.get("stats")
-    if not text:
-        return None
-    try:
-        stats = json.loads(text)
-    except (TypeError, ValueError):
-        return None
-    return stats if isinstance(stats, dict) else None
-
-
 def _live_records(stats: Mapping[str, Any] | None, dv: Mapping[str, Any] | None) -> int | None:
     """Rows a file holds that its deletion vector does not delete."""
     records = (stats or {}).get("numRecords")
@@ -225,37 +224,23 @@ class DeltaLog:
 
     # -- listing ---------------------------------------------------------------------------
 
-    def _log_names(self) -> list[str]:
+    def _listing(self) -> LogListing:
+        """The commits, checkpoints and compactions in ``_delta_log`` (one listing)."""
         self._fs.invalidate_cache(self._log)  # object stores cache listings; the log grows under us
         try:
-            return [posixpath.basename(str(p).rstrip("/")) for p in self._fs.ls(self._log, detail=False)]
+            entries = self._fs.ls(self._log, detail=True)
         except FileNotFoundError:
-            return []
-
-    def _listing(self) -> tuple[set[int], dict[int, list[str]]]:
-        """Commit versions, and complete classic checkpoints (version -> part files)."""
-        commits: set[int] = set()
-        parts: dict[int, dict[int, tuple[int, str]]] = {}
-        for name in self._log_names():
-            if m := _COMMIT.match(name):
-                commits.add(int(m.group(1)))
-            elif m := _CHECKPOINT.match(name):
-                part, total = (int(m.group(2)), int(m.group(3))) if m.group(2) else (1, 1)
-                parts.setdefault(int(m.group(1)), {})[part] = (total, name)
-        checkpoints = {
-            v: [byp[i][1] for i in sorted(byp)]
-            for v, byp in parts.items()
-            if {t for t, _ in byp.values()} == {len(byp)} and set(byp) == set(range(1, len(byp) + 1))
-        }
-        return commits, checkpoints
+            return LogListing()
+        return parse_listing(
+            (posixpath.basename(str(e["name"]).rstrip("/")), int(e.get("size") or 0))
+            for e in entries if e.get("type") != "directory"
+        )
 
     def exists(self) -> bool:
-        commits, checkpoints = self._listing()
-        return bool(commits or checkpoints)
+        return self._listing().latest is not None
 
     def latest_version(self) -> int | None:
-        commits, checkpoints = self._listing()
-        return max(commits | set(checkpoints), default=None)
+        return self._listing().latest
 
     def operation_metrics(self, version: int) -> dict[str, str]:
         """The ``operationMetrics`` of one commit's ``commitInfo`` (empty when it has none)."""
@@ -270,57 +255,75 @@ class DeltaLog:
         return self.snapshots([version])[version]
 
     def snapshots(self, versions: Iterable[int]) -> dict[int, VersionSnapshot]:
-        """The snapshots of ``versions``, from one forward replay of the log."""
+        """The snapshots of ``versions``, from one forward replay of the log (see :func:`plan_replay`)."""
         wanted = sorted(set(versions))
         if not wanted:
             return {}
-        commits, checkpoints = self._listing()
-        latest = max(commits | set(checkpoints), default=None)
+        listing = self._listing()
+        self._check_range(listing, wanted)
+        unreadable: set[int] = set()
+        while True:
+            try:
+                return self._run(listing, plan_replay(listing, wanted, unreadable), set(wanted))
+            except LogGap as gap:
+                raise self._unavailable(self._gap_message(listing, gap.version, unreadable), gap.version) from None
+            except CheckpointUnreadable as exc:
+                log.warning("ignoring an unreadable Delta checkpoint of %s: %s", self.url, exc)
+                unreadable.add(exc.version)
+
+    def _check_range(self, listing: LogListing, wanted: list[int]) -> None:
+        latest = listing.latest
         if latest is None:
             raise self._unavailable(f"There is no Delta table at {self.url}.", wanted[0])
         if wanted[-1] > latest or wanted[0] < 0:
             bad = wanted[-1] if wanted[-1] > latest else wanted[0]
-            raise self._unavailable(f"Version {bad} of {self.url} does not exist (its latest version is {latest}).", bad)
-        for start, load in self._starts(commits, checkpoints, wanted[0], wanted[-1]):
-            try:
-                return self._replay_from(load(), start, wanted)
-            except _CheckpointUnreadable as exc:
-                log.warning("ignoring an unreadable Delta checkpoint of %s: %s", self.url, exc)
-        missing = min(set(range(0, wanted[-1] + 1)) - commits, default=None)
-        raise self._unavailable(
-            f"The Delta log of {self.url} no longer covers version {wanted[0]}: commit {missing} is missing "
-            "and no readable checkpoint precedes it.", wanted[0],
-        )
+            message = f"Version {bad} of {self.url} does not exist (its latest version is {latest})."
+            raise self._unavailable(message, bad)
 
-    def _starts(
-        self, commits: set[int], checkpoints: dict[int, list[str]], first: int, last: int
-    ) -> Iterator[tuple[int, Callable[[], _Replay]]]:
-        """Replay starting points (first commit to apply, initial state): checkpoints at or
-        before ``first``, newest first, then commit 0."""
-        for version in sorted((v for v in checkpoints if v <= first), reverse=True):
-            if set(range(version + 1, last + 1)) <= commits:
-                parts = [f"{self._log}/{n}" for n in checkpoints[version]]
-                yield version + 1, lambda parts=parts: _CheckpointReplay(self.url, self._fs, parts)
-        if set(range(0, last + 1)) <= commits:
-            yield 0, lambda: _Replay(self.url)
+    def _gap_message(self, listing: LogListing, version: int, unreadable: set[int]) -> str:
+        base = max((v for v in listing.checkpoints if v <= version and v not in unreadable), default=-1)
+        missing = next((v for v in range(base + 1, version + 1) if v not in listing.commits), None)
+        why = f"commit {missing} is missing" if missing is not None else "its log files do not lead to it"
+        return (f"The Delta log of {self.url} no longer covers version {version}: {why} "
+                "and no readable checkpoint precedes it.")
 
-    def _replay_from(self, replay: _Replay, start: int, wanted: list[int]) -> dict[int, VersionSnapshot]:
-        out: dict[int, VersionSnapshot] = {}
-        if start - 1 in wanted:
-            out[start - 1] = replay.snapshot(start - 1)
-        for version in range(start, wanted[-1] + 1):
-            replay.apply(self._commit(version))
-            if version in wanted:
-                out[version] = replay.snapshot(version)
+    def _run(self, listing: LogListing, steps: list[Step], wanted: set[int]) -> dict[int, VersionSnapshot]:
+        replay, out = _Replay(self.url), {}
+        for step in steps:
+            if step.kind == "checkpoint":
+                replay = self._checkpoint(listing.checkpoints[step.version])
+            elif step.compaction is not None:
+                replay.apply(self._json(step.compaction.name, step.version))
+            else:
+                replay.apply(self._commit(step.version))
+            if step.version in wanted:
+                out[step.version] = replay.snapshot(step.version)
         return out
 
+    def _checkpoint(self, options: list[Checkpoint]) -> _Replay:
+        """The state a checkpoint holds, from the first of ``options`` (one version's checkpoints) that reads."""
+        reasons = []
+        for checkpoint in options:
+            try:
+                replay = _Replay(self.url)
+                replay.apply(checkpoint_actions(self._fs, self._log, checkpoint))
+                if replay.metadata is None:
+                    raise ValueError("it holds no metaData action")
+                return replay
+            except Exception as exc:  # noqa: BLE001 - an unreadable checkpoint gives way to another start
+                reasons.append(f"{', '.join(checkpoint.files)}: {type(exc).__name__}: {exc}")
+        raise CheckpointUnreadable(options[0].version, "; ".join(reasons))
+
     def _commit(self, version: int) -> list[dict[str, Any]]:
-        path = f"{self._log}/{version:020d}.json"
+        return self._json(f"{version:020d}.json", version)
+
+    def _json(self, name: str, version: int) -> list[dict[str, Any]]:
+        """The actions of a commit or compaction file."""
         try:
-            text = self._fs.cat_file(path).decode("utf-8")
+            text = self._fs.cat_file(f"{self._log}/{name}").decode("utf-8")
         except FileNotFoundError as exc:
-            raise self._unavailable(f"Commit {version} of {self.url} is missing from its Delta log.", version) from exc
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+            raise self._unavailable(f"The log file {name} of {self.url} is missing.", version) from exc
+        return json_actions(text)
 
     def _unavailable(self, message: str, version: int) -> SnapshotUnavailable:
         return SnapshotUnavailable(
@@ -365,35 +368,6 @@ class DeltaLog:
 
     def physical_url(self, relative: str) -> str:
         return f"{self.url}/{relative}"
-
-
-class _CheckpointUnreadable(Exception):
-    pass
-
-
-class _CheckpointReplay(_Replay):
-    """A replay state loaded from a classic (single or multi-part) parquet checkpoint."""
-
-    def __init__(self, table_url: str, fs: Any, parts: list[str]) -> None:
-        super().__init__(table_url)
-        try:
-            for part in parts:
-                self._load(fs, part)
-        except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint is skipped, the log replayed
-            raise _CheckpointUnreadable(f"{parts}: {type(exc).__name__}: {exc}") from exc
-
-    def _load(self, fs: Any, part: str) -> None:
-        import pyarrow.parquet as pq
-
-        with fs.open(part, "rb") as handle:
-            parquet = pq.ParquetFile(handle)
-            columns = [c for c in ("add", "metaData") if c in parquet.schema_arrow.names]
-            table = parquet.read(columns=columns)
-        for row in table.to_pylist():
-            if row.get("metaData"):
-                self.metadata = row["metaData"]
-            if row.get("add"):
-                self.add(row["add"])
 
 
 def working_tables(root_url: str, storage_options: Mapping[str, Any] | None = None) -> list[tuple[str, str, str]]:
