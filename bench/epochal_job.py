@@ -29,6 +29,7 @@ def build_core(settings):
     """The clickstream pipeline without sessions: the work the Structured Streaming job does."""
     from epochal.pipeline.dag import Pipeline
     from epochal.pipeline.examples.clickstream import stages as S
+    from epochal.pipeline.examples.clickstream.options import ClickstreamOptions
     from epochal.pipeline.examples.clickstream.pipeline import SINKS
     from epochal.pipeline.sources import HourlyFolderSource
 
@@ -38,7 +39,7 @@ def build_core(settings):
         sources=[HourlyFolderSource(S.SOURCE, settings.landing)],
         stages=[
             S.ParseStage(S.PARSE, S.SOURCE),
-            S.DedupeStage(settings.clickstream.dedupe_ttl, S.DEDUPE, events),
+            S.DedupeStage(settings.pipeline_options(ClickstreamOptions).dedupe_ttl, S.DEDUPE, events),
             S.UserTotalsStage(S.USERS, distinct),
             S.HourlyRevenueStage(S.HOURS, distinct),
         ],

@@ -18,7 +18,6 @@ from epochal.config.loader import ENV_DELIMITER, ENV_PREFIX, env_var_name, load_
 from epochal.config.models import (
     CheckpointMode,
     CheckpointSettings,
-    ClickstreamSettings,
     DagsterSettings,
     Granularity,
     PartitionSettings,
@@ -32,7 +31,6 @@ __all__ = [
     "ENV_PREFIX",
     "CheckpointMode",
     "CheckpointSettings",
-    "ClickstreamSettings",
     "ConfigError",
     "ConfigIssue",
     "DagsterSettings",

@@ -242,6 +242,19 @@ def check_name(value: str) -> str:
     return value
 
 
+_PIPELINE_REF = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def check_pipeline_ref(value: str) -> str:
+    """A pipeline's name (built in, or registered through the ``epochal.pipelines`` entry points)
+    or an import path ``package.module:factory``."""
+    if _NAME.match(value) or _PIPELINE_REF.match(value):
+        return value
+    raise ValueError(
+        "must be a pipeline name (letters, digits, underscores) or an import path package.module:factory"
+    )
+
+
 def check_host(value: str) -> str:
     """Require a non-empty host name or address without whitespace."""
     if not value or any(ch.isspace() for ch in value):
@@ -250,4 +263,5 @@ def check_host(value: str) -> str:
 
 
 Name = Annotated[str, AfterValidator(check_name), TypeLabel("name")]
+PipelineRef = Annotated[str, AfterValidator(check_pipeline_ref), TypeLabel("name or package.module:factory")]
 Host = Annotated[str, AfterValidator(check_host), TypeLabel("host")]

@@ -223,7 +223,9 @@ def _locate_env_key(name: str) -> tuple[KeyPath, Any] | ConfigIssue:
         if not rest:
             return tuple(path), info.annotation
         if _is_mapping(info.annotation):
-            return (*path, ENV_DELIMITER.join(rest)), _mapping_value_type(info.annotation)
+            key = ENV_DELIMITER.join(rest)
+            # Spark properties keep their case; a pipeline's options are field names (lower case).
+            return (*path, key.lower() if path == ["options"] else key), _mapping_value_type(info.annotation)
         key = [*path, rest[0].lower()]
         return ConfigIssue(unknown_key_message(Settings, key), key=".".join(key), source=name, unknown_key=True)
     return tuple(path), model
@@ -344,4 +346,6 @@ def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | No
     cwd = Path.cwd()
     base = file_path.absolute().parent if file_path is not None else cwd
     per_key = {key: cwd for key in path_keys() if _covered(tuple(key.split(".")), overrides.sources)}
-    return settings.resolve_paths(base, per_key=per_key)
+    resolved = settings.resolve_paths(base, per_key=per_key)
+    resolved._origin = source
+    return resolved

@@ -5,13 +5,15 @@ Every field has a description; ``epochal.config.docs`` turns them into docs/conf
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
 from epochal.config.fields import (
     Float,
@@ -20,6 +22,7 @@ from epochal.config.fields import (
     LocalPath,
     Location,
     Name,
+    PipelineRef,
     NonNegativeDuration,
     PositiveDuration,
     SparkConf,
@@ -150,20 +153,6 @@ class PartitionSettings(_Strict):
         return value
 
 
-class ClickstreamSettings(_Strict):
-    """The example clickstream pipeline: dedupe, sessions, watermark."""
-
-    dedupe_ttl: PositiveDuration = Field(
-        default=timedelta(days=7), description="How long an event_id is remembered for deduplication."
-    )
-    session_gap: PositiveDuration = Field(
-        default=timedelta(minutes=30), description="A gap longer than this between a user's events starts a new session."
-    )
-    allowed_lateness: NonNegativeDuration = Field(
-        default=timedelta(hours=1), description="The watermark is the largest event time seen minus this."
-    )
-
-
 class DagsterSettings(_Strict):
     """Dagster: instance directory, webserver, schedule."""
 
@@ -179,17 +168,35 @@ class DagsterSettings(_Strict):
     )
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
 class Settings(_Strict):
     """A deployment's whole configuration (the YAML file's top level)."""
 
-    pipeline: Name = Field(default="clickstream", description="Name of the pipeline to run.")
+    _origin: str | None = PrivateAttr(default=None)  # the file it was loaded from, for error messages
+
+    def __eq__(self, other: object) -> bool:  # the same settings, wherever they were loaded from
+        return type(other) is type(self) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(self.model_dump_json())
+
+    pipeline: PipelineRef = Field(
+        default="clickstream",
+        description="The pipeline to run: a built-in name (clickstream), a name an installed package registers "
+        "(entry points `epochal.pipelines`), or an import path `package.module:factory` (`factory(settings)` "
+        "returns a Pipeline, or the attribute is one).",
+    )
     landing: Location = Field(default="data/landing", description="Input root (path or fsspec URL).")
     warehouse: Location = Field(default="data/warehouse", description="Output root: one Delta table per sink.")
     checkpoints: CheckpointSettings = Field(default_factory=CheckpointSettings, description="Checkpointing.")
     partitions: PartitionSettings = Field(default_factory=PartitionSettings, description="Time-window partitions.")
     spark: SparkSettings = Field(default_factory=SparkSettings, description="Spark session.")
-    clickstream: ClickstreamSettings = Field(
-        default_factory=ClickstreamSettings, description="Example clickstream pipeline."
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The pipeline's own options, validated by the pipeline (the clickstream example: "
+        "dedupe_ttl, session_gap, allowed_lateness).",
     )
     dagster: DagsterSettings = Field(default_factory=DagsterSettings, description="Dagster.")
 
@@ -207,6 +214,29 @@ class Settings(_Strict):
             if isinstance(value, str):
                 updates[tuple(key.split("."))] = resolve_path(value, per_key.get(key, base))
         return _with_updates(self, updates)
+
+    def pipeline_options(self, model: type[_M]) -> _M:
+        """The pipeline's ``options`` validated by its own pydantic model: a ConfigError naming
+        ``options.<key>`` (and the configuration file) for a bad or unknown option."""
+        from epochal.config.errors import ConfigError, issues_from_validation
+
+        fields = set(model.model_fields)
+        # Environment variables name keys in any case (EPOCHAL__OPTIONS__SESSION_GAP).
+        options = {(k.lower() if k not in fields and k.lower() in fields else k): v for k, v in self.options.items()}
+        try:
+            return model.model_validate(options)
+        except ValidationError as exc:
+            located = lambda key: (self._origin, None)  # noqa: E731
+            issues = [
+                dataclasses.replace(
+                    issue,
+                    key=f"options.{issue.key}" if issue.key else "options",
+                    message=issue.message.replace(f"key '{issue.key}'", f"key 'options.{issue.key}'", 1)
+                    + f" (an option of pipeline {self.pipeline!r})",
+                )
+                for issue in issues_from_validation(exc, model, located)
+            ]
+            raise ConfigError.from_issues(issues) from None
 
     def storage_locations(self) -> tuple[str, ...]:
         """Where data lives: landing, warehouse, checkpoints and (when set) savepoints."""
@@ -228,7 +258,6 @@ SECTIONS: tuple[type[_Strict], ...] = (
     CheckpointSettings,
     PartitionSettings,
     SparkSettings,
-    ClickstreamSettings,
     DagsterSettings,
 )
 

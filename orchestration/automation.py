@@ -37,12 +37,13 @@ def failure_reason(checkpoints: CheckpointStorageResource) -> str | None:
     return f"{state.consecutive} consecutive failed checkpoint(s): {reasons}"
 
 
-def build_schedule(settings: Settings, job) -> dg.ScheduleDefinition:
+def build_schedule(settings: Settings, job, name: str) -> dg.ScheduleDefinition:
+    """Each interval, the latest closed window of the pipeline called ``name``."""
     partitioning = Partitioning.from_settings(settings.partitions)
     status = dg.DefaultScheduleStatus.RUNNING if settings.dagster.schedule_enabled else dg.DefaultScheduleStatus.STOPPED
 
     @dg.schedule(
-        name=f"{settings.pipeline}_every_window", job=job, cron_schedule=CRON[settings.partitions.granularity],
+        name=f"{name}_every_window", job=job, cron_schedule=CRON[settings.partitions.granularity],
         execution_timezone="UTC", default_status=status,
         description="Runs the epoch of the latest closed window; pauses while the pipeline is failed.",
     )
@@ -50,7 +51,7 @@ def build_schedule(settings: Settings, job) -> dg.ScheduleDefinition:
         reason = failure_reason(checkpoints)
         if reason is not None:
             return dg.SkipReason(
-                f"pipeline {settings.pipeline} is failed ({reason}); no epoch is triggered until a "
+                f"pipeline {name} is failed ({reason}); no epoch is triggered until a "
                 "restore (job 'restore') or a successful manual run"
             )
         now = context.scheduled_execution_time or datetime.now(timezone.utc)
@@ -70,11 +71,11 @@ def _cursor(text: str | None) -> dict:
     return json.loads(text) if text else {"requests": [], "every_from": 0, "code_version": None}
 
 
-def build_savepoint_sensor(settings: Settings, savepoint_job, version: str) -> dg.SensorDefinition:
+def build_savepoint_sensor(settings: Settings, savepoint_job, version: str, name: str) -> dg.SensorDefinition:
     every = settings.dagster.savepoint_every_checkpoints
 
     @dg.sensor(
-        name=f"{settings.pipeline}_savepoints", job=savepoint_job, minimum_interval_seconds=30,
+        name=f"{name}_savepoints", job=savepoint_job, minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Savepoints on request, every N completed checkpoints, and when the code version changes.",
     )

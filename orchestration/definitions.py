@@ -21,8 +21,9 @@ from epochal.pipeline.registry import build_pipeline
 CONFIG_ENV = "EPOCHAL_CONFIG"
 
 
-def epoch_job_name(settings: Settings) -> str:
-    return f"{settings.pipeline}_epochs"
+def epoch_job_name(pipeline_name: str) -> str:
+    """The epoch job of the pipeline called ``pipeline_name`` (``Pipeline.name``, not the import path)."""
+    return f"{pipeline_name}_epochs"
 
 
 def build_definitions(settings: Settings, config_path: str | None = None) -> dg.Definitions:
@@ -31,7 +32,7 @@ def build_definitions(settings: Settings, config_path: str | None = None) -> dg.
     epochs = build_epoch_assets(pipeline, settings)
     partitions = partitions_def(settings)
     epoch_job = dg.define_asset_job(
-        epoch_job_name(settings), selection=dg.AssetSelection.assets(epochs), partitions_def=partitions,
+        epoch_job_name(pipeline.name), selection=dg.AssetSelection.assets(epochs), partitions_def=partitions,
         tags={DEPLOYMENT_TAG: pipeline.name}, executor_def=dg.in_process_executor,
         description="One epoch (one partition) of the pipeline: every stage, every sink, the checkpoint.",
     )
@@ -40,8 +41,8 @@ def build_definitions(settings: Settings, config_path: str | None = None) -> dg.
     return dg.Definitions(
         assets=[*source_specs(pipeline), epochs],
         jobs=[epoch_job, restore_job, savepoint_job],
-        schedules=[build_schedule(settings, epoch_job)],
-        sensors=[build_savepoint_sensor(settings, savepoint_job, version)],
+        schedules=[build_schedule(settings, epoch_job, pipeline.name)],
+        sensors=[build_savepoint_sensor(settings, savepoint_job, version, pipeline.name)],
         resources={"epochal": epochal, "checkpoints": epochal.checkpoints},
         executor=dg.in_process_executor,
     )

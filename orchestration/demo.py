@@ -44,7 +44,7 @@ def run_demo(directory: str | None = None, *, hours: int = 4) -> dict[str, Any]:
     from epochal.orchestration.definitions import build_definitions, epoch_job_name
     from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
     from epochal.pipeline.partitions import Partitioning
-    from epochal.pipeline.registry import build_deployment
+    from epochal.pipeline.registry import build_deployment, build_pipeline
 
     root = Path(directory or tempfile.mkdtemp(prefix="epochal-demo-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -58,7 +58,7 @@ def run_demo(directory: str | None = None, *, hours: int = 4) -> dict[str, Any]:
     partitioning = Partitioning.from_settings(settings.partitions)
     epochs = []
     with dg.DagsterInstance.ephemeral() as instance:
-        job = defs.resolve_job_def(epoch_job_name(settings))
+        job = defs.resolve_job_def(epoch_job_name(build_pipeline(settings).name))
         for epoch in range(hours):
             result = job.execute_in_process(partition_key=partitioning.key(epoch), instance=instance)
             summary = _epoch_summary(result)

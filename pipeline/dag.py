@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from typing import Sequence
@@ -9,6 +10,9 @@ from typing import Sequence
 from epochal.pipeline.errors import PipelineDefinitionError
 from epochal.pipeline.sources import Source
 from epochal.pipeline.stage import SinkSpec, Stage
+
+
+_DAGSTER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _producer(ref: str) -> str:
@@ -25,6 +29,11 @@ class Pipeline:
     _order: list[Stage] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not _DAGSTER_NAME.match(str(self.name)):
+            raise PipelineDefinitionError(
+                f"pipeline name {self.name!r}: use letters, digits and underscores "
+                "(it names the Dagster job, schedule and sensor)"
+            )
         self._order = self._validate()
 
     def _outputs(self) -> set[str]:

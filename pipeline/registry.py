@@ -1,12 +1,28 @@
-"""Pipelines by name (``settings.pipeline``) and the deployment built from settings."""
+"""Which pipeline a deployment runs (``settings.pipeline``), and the deployment built from settings.
+
+``pipeline:`` is resolved in this order:
+
+1. a name in :data:`PIPELINES` (the built-in ``clickstream``, or one a process registered);
+2. a name an installed package registers in the entry-point group ``epochal.pipelines``
+   (``[project.entry-points."epochal.pipelines"] totals = "mypkg.totals:build"``);
+3. an import path ``package.module:factory`` (the module on ``sys.path``, e.g. ``PYTHONPATH``).
+
+The target is a factory ``factory(settings) -> Pipeline`` or a :class:`Pipeline` object.
+Every failure is a :class:`PipelineDefinitionError` naming what failed (the module, the
+attribute, or what the factory returned), raised before any Spark work.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
+from importlib.metadata import entry_points
+from typing import Any, Callable
 
 from epochal.config import Settings
 from epochal.pipeline.dag import Pipeline
 from epochal.pipeline.errors import PipelineDefinitionError
+
+ENTRY_POINT_GROUP = "epochal.pipelines"
 
 
 def _clickstream(settings: Settings) -> Pipeline:
@@ -18,14 +34,76 @@ def _clickstream(settings: Settings) -> Pipeline:
 PIPELINES: dict[str, Callable[[Settings], Pipeline]] = {"clickstream": _clickstream}
 
 
-def build_pipeline(settings: Settings) -> Pipeline:
+def _registered(name: str) -> Any | None:
+    """The object an installed package registers under ``name`` in ``epochal.pipelines``."""
+    for entry in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        try:
+            return entry.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in is named, whatever it raised
+            raise PipelineDefinitionError(
+                f"pipeline {name!r} (entry point {entry.value!r} of {ENTRY_POINT_GROUP!r}) failed to load: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    return None
+
+
+def _import_path(ref: str) -> Any:
+    """The attribute ``ref`` (``package.module:attr[.attr]``) names."""
+    module_name, _, attribute = ref.partition(":")
     try:
-        factory = PIPELINES[settings.pipeline]
-    except KeyError:
+        target: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
         raise PipelineDefinitionError(
-            f"unknown pipeline {settings.pipeline!r} (config key 'pipeline'); known: {sorted(PIPELINES)}"
-        ) from None
-    return factory(settings)
+            f"pipeline {ref!r} (config key 'pipeline'): no module named {missing!r}; "
+            "is its package installed or on PYTHONPATH?"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
+        raise PipelineDefinitionError(
+            f"pipeline {ref!r} (config key 'pipeline'): importing module {module_name!r} failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise PipelineDefinitionError(
+                f"pipeline {ref!r} (config key 'pipeline'): module {module_name!r} has no attribute {attribute!r}"
+            )
+        target = getattr(target, part)
+    return target
+
+
+def resolve_pipeline(ref: str) -> Callable[[Settings], Pipeline] | Pipeline:
+    """The factory or Pipeline that ``ref`` (the ``pipeline`` setting) names."""
+    if ref in PIPELINES:
+        return PIPELINES[ref]
+    if ":" in ref:
+        return _import_path(ref)
+    registered = _registered(ref)
+    if registered is None:
+        known = sorted(set(PIPELINES) | {e.name for e in entry_points(group=ENTRY_POINT_GROUP)})
+        raise PipelineDefinitionError(
+            f"unknown pipeline {ref!r} (config key 'pipeline'); known: {known}, "
+            "or give an import path package.module:factory"
+        )
+    return registered
+
+
+def build_pipeline(settings: Settings) -> Pipeline:
+    """The pipeline the settings name, built (a factory is called with the settings)."""
+    target = resolve_pipeline(settings.pipeline)
+    if isinstance(target, Pipeline):
+        return target
+    if not callable(target):
+        raise PipelineDefinitionError(
+            f"pipeline {settings.pipeline!r} names a {type(target).__name__}, not a Pipeline or a factory "
+            "`factory(settings) -> Pipeline`"
+        )
+    pipeline = target(settings)
+    if not isinstance(pipeline, Pipeline):
+        raise PipelineDefinitionError(
+            f"pipeline {settings.pipeline!r}: the factory returned {type(pipeline).__name__}, not an epochal.Pipeline"
+        )
+    return pipeline
 
 
 def build_deployment(settings: Settings, spark=None, *, clock=None):

@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from epochal.config import ClickstreamSettings, Settings
+from epochal.config import Settings
 from epochal.pipeline.examples.clickstream import reference as ref
 from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
 from epochal.pipeline.examples.clickstream.layout import hour_dir, partition_window
@@ -143,7 +143,7 @@ def run_epochs(spark, pipeline, root: str, partitions: list[str]) -> Run:
 
 @pytest.fixture(scope="module")
 def run(spark, landing, tmp_path_factory) -> Run:
-    settings = Settings(landing=landing, clickstream=ClickstreamSettings(dedupe_ttl=TTL))
+    settings = Settings(landing=landing, options={"dedupe_ttl": TTL})
     return run_epochs(spark, build_pipeline(settings), str(tmp_path_factory.mktemp("state")), PARTITIONS)
 
 

@@ -57,6 +57,13 @@ def load_error(path: str | Path | None = None, env: dict[str, str] | None = None
 # --------------------------------------------------------------------------- loading
 
 
+def _options(settings: Settings):
+    """The clickstream example's options (its own pydantic model validates ``options:``)."""
+    from epochal.pipeline.examples.clickstream.options import ClickstreamOptions
+
+    return settings.pipeline_options(ClickstreamOptions)
+
+
 def test_defaults_load_without_a_file(workdir: Path) -> None:
     settings = load_settings(env={})
     assert settings.pipeline == "clickstream"
@@ -64,9 +71,9 @@ def test_defaults_load_without_a_file(workdir: Path) -> None:
     assert settings.checkpoints.mode is CheckpointMode.INCREMENTAL
     assert settings.partitions.granularity is Granularity.HOURLY
     assert settings.partitions.start == datetime(2026, 11, 1, tzinfo=timezone.utc)
-    assert settings.clickstream.dedupe_ttl == timedelta(days=7)
-    assert settings.clickstream.session_gap == timedelta(minutes=30)
-    assert settings.clickstream.allowed_lateness == timedelta(hours=1)
+    assert _options(settings).dedupe_ttl == timedelta(days=7)
+    assert _options(settings).session_gap == timedelta(minutes=30)
+    assert _options(settings).allowed_lateness == timedelta(hours=1)
     assert settings.dagster.webserver_port == 3000 and settings.dagster.schedule_enabled
     assert settings.landing == str(workdir / "data" / "landing")
     assert settings == Settings().resolve_paths(workdir)
@@ -91,7 +98,7 @@ spark:
 partitions:
   granularity: daily
   start: 2026-11-02
-clickstream:
+options:
   session_gap: 45m
 dagster:
   webserver_port: 3100
@@ -107,7 +114,7 @@ dagster:
     assert settings.spark.conf == {"spark.sql.shuffle.partitions": "4", "spark.sql.adaptive.enabled": "false"}
     assert settings.partitions.granularity is Granularity.DAILY
     assert settings.partitions.start == datetime(2026, 11, 2, tzinfo=timezone.utc)
-    assert settings.clickstream.session_gap == timedelta(minutes=45)
+    assert _options(settings).session_gap == timedelta(minutes=45)
     assert settings.dagster.webserver_port == 3100
 
 
@@ -118,10 +125,10 @@ def test_empty_file_and_empty_sections_mean_defaults(tmp_path: Path) -> None:
 
 
 def test_yaml_12_scalars(tmp_path: Path) -> None:
-    path = write(tmp_path / "c.yaml", "pipeline: on\nclickstream:\n  session_gap: '1:30:00'\n")
+    path = write(tmp_path / "c.yaml", "pipeline: on\noptions:\n  session_gap: '1:30:00'\n")
     settings = load_settings(path, env={})
     assert settings.pipeline == "on"  # not a boolean
-    assert settings.clickstream.session_gap == timedelta(hours=1, minutes=30)
+    assert _options(settings).session_gap == timedelta(hours=1, minutes=30)
 
 
 def test_settings_are_frozen() -> None:
@@ -151,9 +158,9 @@ def test_env_overrides_beat_yaml(tmp_path: Path) -> None:
 
 
 def test_env_names_are_case_insensitive() -> None:
-    settings = load_settings(env={"epochal__Checkpoints__mode": "full", "Epochal__clickstream__dedupe_ttl": "P1D"})
+    settings = load_settings(env={"epochal__Checkpoints__mode": "full", "Epochal__options__dedupe_ttl": "P1D"})
     assert settings.checkpoints.mode is CheckpointMode.FULL
-    assert settings.clickstream.dedupe_ttl == timedelta(days=1)
+    assert _options(settings).dedupe_ttl == timedelta(days=1)
 
 
 def test_env_values_keep_text_for_string_fields_and_empty_means_null() -> None:
@@ -222,6 +229,29 @@ def test_unknown_key_in_env_names_the_variable() -> None:
 @pytest.mark.parametrize(
     ("yaml_text", "expected"),
     [
+        ("options:\n  session_gap: soon\n", "options.session_gap = 'soon': must be a duration: 30m"),
+        ("options:\n  session_gap: 0s\n", "options.session_gap = '0s': must be a positive duration"),
+        ("options:\n  allowed_lateness: -5\n", "options.allowed_lateness = -5: must not be negative"),
+        ("options:\n  sesion_gap: 45m\n", "options.sesion_gap"),
+    ],
+)
+def test_bad_pipeline_options_are_named_by_the_pipeline_before_any_work(tmp_path: Path, yaml_text: str, expected: str) -> None:
+    """The pipeline validates its own options (its pydantic model): a ConfigError naming options.<key> and the file."""
+    from epochal.pipeline.registry import build_pipeline
+
+    path = write(tmp_path / "epochal.yaml", yaml_text)
+    settings = load_settings(path, env={})
+    with pytest.raises(ConfigError) as caught:
+        build_pipeline(settings)
+    first_line = str(caught.value).splitlines()[0]
+    assert first_line.startswith(f"config error in {path}: ")
+    assert expected in first_line and "an option of pipeline 'clickstream'" in first_line
+    assert caught.value.key == expected.split(" ")[0]
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "expected"),
+    [
         ("checkpoints:\n  retain: 0\n", "checkpoints.retain = 0: must be >= 1"),
         ("checkpoints:\n  retain: many\n", "checkpoints.retain = 'many': must be an integer"),
         ("checkpoints:\n  retain: 2.5\n", "checkpoints.retain = 2.5: must be an integer"),
@@ -238,12 +268,9 @@ def test_unknown_key_in_env_names_the_variable() -> None:
         ("partitions:\n  start: soon\n", "partitions.start = 'soon': must be a date or datetime"),
         ("partitions:\n  start: 2026-11-01T00:30:00Z\n", "partitions.start = 2026-11-01T00:30:00Z: must be on the hour"),
         ("partitions:\n  granularity: daily\n  start: 2026-11-01T01:00:00Z\n", "partitions.start = 2026-11-01T01:00:00Z: must be midnight UTC"),
-        ("clickstream:\n  session_gap: soon\n", "clickstream.session_gap = 'soon': must be a duration: 30m"),
-        ("clickstream:\n  session_gap: 0s\n", "clickstream.session_gap = '0s': must be a positive duration"),
-        ("clickstream:\n  allowed_lateness: -5\n", "clickstream.allowed_lateness = -5: must not be negative"),
         ("dagster:\n  webserver_port: 70000\n", "dagster.webserver_port = 70000: must be <= 65535"),
         ("dagster:\n  home: s3://b/dagster\n", "dagster.home = 's3://b/dagster': must be a local directory path, not a URL"),
-        ("pipeline: 'click stream'\n", "pipeline = 'click stream': must be a name of letters, digits and underscores"),
+        ("pipeline: 'click stream'\n", "pipeline = 'click stream': must be a pipeline name (letters, digits, underscores) or an import path"),
         ("landing: ''\n", "landing = '': must not be empty"),
         ("warehouse: 'foo://x'\n", "warehouse = 'foo://x': unknown URL scheme 'foo://'"),
         ("warehouse: 's3:/bucket'\n", "warehouse = 's3:/bucket': looks like a URL without '//'"),
@@ -362,13 +389,13 @@ def test_accepted_locations(location: str) -> None:
     ],
 )
 def test_durations_parse(written: object, expected: timedelta) -> None:
-    assert Settings.model_validate({"clickstream": {"session_gap": written}}).clickstream.session_gap == expected
+    assert _options(Settings.model_validate({"options": {"session_gap": written}})).session_gap == expected
 
 
 @given(st.timedeltas(min_value=timedelta(microseconds=1), max_value=timedelta(days=10_000)))
 def test_durations_round_trip_through_their_shorthand(value: timedelta) -> None:
-    settings = Settings.model_validate({"clickstream": {"dedupe_ttl": format_duration(value)}})
-    assert settings.clickstream.dedupe_ttl == value
+    settings = Settings.model_validate({"options": {"dedupe_ttl": format_duration(value)}})
+    assert _options(settings).dedupe_ttl == value
 
 
 @pytest.mark.parametrize(
@@ -403,7 +430,7 @@ def test_dump_round_trips(tmp_path: Path) -> None:
     settings = load_settings(
         env={
             "EPOCHAL__LANDING": "/data/in",
-            "EPOCHAL__CLICKSTREAM__SESSION_GAP": "1h30m",
+            "EPOCHAL__OPTIONS__SESSION_GAP": "1h30m",
             "EPOCHAL__SPARK__CONF": "{spark.ui.port: 4050}",
             "EPOCHAL__PARTITIONS__START": "2026-12-01T07:00:00Z",
         }

@@ -83,7 +83,7 @@ def test_one_epoch_is_one_unsubsettable_multi_asset_run_in_process(defs, config)
     assert not epoch.can_subset
     assert epoch.op.pool == POOL
     assert epoch.partitions_def.get_first_partition_key() == "2026-11-01-00:00"
-    for name in (epoch_job_name(load_settings(config)), "restore", "savepoint"):
+    for name in (epoch_job_name(pipeline.name), "restore", "savepoint"):
         assert defs.resolve_job_def(name).executor_def.name == "in_process"
     assert defs.resolve_job_def("restore").tags["epochal/deployment"] == "clickstream"
 

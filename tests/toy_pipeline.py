@@ -45,7 +45,6 @@ class Sum:
         batch = inputs["read.rows"].groupBy("key").agg(F.sum("n").alias("n"))
         joined = ctx.keyed.lookup(TOTAL, batch, "key")
         new = joined.select("key", (F.coalesce(F.col("total"), F.lit(0)) + F.col("n")).alias("value"))
-        new = new.localCheckpoint()  # computed once, before the state changes under it
         ctx.keyed.update(TOTAL, new)
         seen = ctx.operator.get_union_list_state(SEEN)
         previous = seen.get().where("subtask = 0").agg(F.coalesce(F.max("value"), F.lit(0)).alias("v"))

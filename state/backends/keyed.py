@@ -183,9 +183,16 @@ class KeyedStateBackend:
         return df.where(F.col("expires_at").isNull() | (F.col("expires_at") > now))
 
     def read(self, descriptor: KeyedStateDescriptor, *, version: int | None = None) -> DataFrame:
-        """Live rows of a state: key_group, key, namespace, value, expires_at, updated_epoch."""
+        """Live rows of a state: key_group, key, namespace, value, expires_at, updated_epoch.
+
+        The read is pinned at the call: the frame shows the state's Delta version of this
+        moment (or ``version``), however late Spark evaluates it, so a frame built from it
+        before a write still shows the state before the write; a read after a write sees it.
+        ``values`` and ``lookup`` read through here.
+        """
         path = self.open(descriptor)
-        return self._live(delta_io.read_version(self.spark, path, version))
+        pinned = version if version is not None else delta_io.current_version(self.spark, path)
+        return self._live(delta_io.read_version(self.spark, path, pinned))
 
     def read_for_parallelism(self, descriptor: KeyedStateDescriptor, parallelism: int) -> DataFrame:
         """Live rows with the ``subtask`` owning each key group, one Spark partition per subtask range."""

@@ -138,7 +138,10 @@ class OperatorStateBackend:
     # -- reading ---------------------------------------------------------------------------
 
     def read_raw(self, descriptor: OperatorStateDescriptor, version: int | None = None) -> DataFrame:
-        return delta_io.read_version(self.spark, self.open(descriptor), version)
+        """The stored rows, pinned at the call (the Delta version of this moment, or ``version``)."""
+        path = self.open(descriptor)
+        pinned = version if version is not None else delta_io.current_version(self.spark, path)
+        return delta_io.read_version(self.spark, path, pinned)
 
     def read(self, descriptor: OperatorStateDescriptor, parallelism: int) -> DataFrame:
         """The state as seen by ``parallelism`` subtasks: subtask, [map_key,] value (redistributed)."""

@@ -19,9 +19,8 @@ from epochal.state.backends.keyed import KeyedStateBackend
 from epochal.state.backends.operator import OperatorListState
 
 def pinned_read(backend: KeyedStateBackend, descriptor: KeyedStateDescriptor) -> DataFrame:
-    """Live ``key, namespace, value`` of a keyed state at its current Delta version (stable after later writes)."""
-    version = delta_io.current_version(backend.spark, backend.open(descriptor))
-    return backend.read(descriptor, version=version).select("key", "namespace", "value")
+    """Live ``key, namespace, value`` of a keyed state (every read is pinned now: kept for old callers)."""
+    return backend.read(descriptor).select("key", "namespace", "value")
 
 
 def pinned_union_list(state: OperatorListState) -> DataFrame:

@@ -14,6 +14,7 @@ them are named after what they do.
 
 from __future__ import annotations
 
+from epochal.pipeline.examples.clickstream.options import ClickstreamOptions
 from epochal.config import Settings
 from epochal.pipeline.dag import Pipeline
 from epochal.pipeline.examples.clickstream.stages import (
@@ -62,7 +63,7 @@ SINKS: tuple[SinkSpec, ...] = (
 
 def build_pipeline(settings: Settings) -> Pipeline:
     """The clickstream pipeline for a deployment's settings (landing root, TTL, gap, lateness, max parallelism)."""
-    cs = settings.clickstream
+    cs = settings.pipeline_options(ClickstreamOptions)
     events, distinct = f"{PARSE}.events", f"{DEDUPE}.distinct"
     return Pipeline(
         name=PIPELINE_NAME,

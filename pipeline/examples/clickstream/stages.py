@@ -174,7 +174,7 @@ class DedupeStage(_HoldingStage):
     def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
         self.release()
         batch = dedupe_within_batch(inputs[self.inputs[0]])
-        seen = pinned_read(ctx.keyed, self.seen).select(F.col("key").alias("event_id"))
+        seen = ctx.keyed.values(self.seen).select(F.col("key").alias("event_id"))
         distinct = self._held.hold(batch.join(seen, "event_id", "left_anti"))
         accepted = distinct.select(F.col("event_id").alias("key"), F.lit(ctx.info.clock).cast("timestamp").alias("value"))
         ctx.keyed.insert(self.seen, accepted)  # ids not live in ``seen`` (the anti-join): a blind append
@@ -203,7 +203,7 @@ class UserTotalsStage(_HoldingStage):
     def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
         self.release()
         delta = user_totals_delta(inputs[self.inputs[0]])
-        current = _unpack(pinned_read(ctx.keyed, self.totals), "user_id").join(delta.select("user_id"), "user_id", "left_semi")
+        current = _unpack(ctx.keyed.values(self.totals), "user_id").join(delta.select("user_id"), "user_id", "left_semi")
         changed = self._held.hold(_conform(merge_user_totals(current, delta), USER_TOTALS_SCHEMA))
         ctx.keyed.update(self.totals, _pack(changed, "user_id"))
         return {"user_totals": changed}
@@ -233,7 +233,7 @@ class HourlyRevenueStage(_HoldingStage):
     def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
         self.release()
         delta = hourly_revenue_delta(inputs[self.inputs[0]])
-        current = _unpack(pinned_read(ctx.keyed, self.hourly), "hour").join(delta.select("hour"), "hour", "left_semi")
+        current = _unpack(ctx.keyed.values(self.hourly), "hour").join(delta.select("hour"), "hour", "left_semi")
         changed = self._held.hold(_conform(merge_hourly_revenue(current, delta), HOURLY_REVENUE_SCHEMA))
         ctx.keyed.update(self.hourly, _pack(changed, "hour"))
         return {"hourly_revenue": changed}
@@ -377,7 +377,7 @@ class SessionStage(_HoldingStage):
         new = on_time.groupBy("user_id").agg(F.collect_list(_event_span()).alias("new"))
         fired = self.timers.due(ctx.keyed, watermark, current=timers).select(F.col("key").alias("user_id"))
         touched = new.select("user_id").union(fired).distinct()
-        old = pinned_read(ctx.keyed, self.open_sessions).select(F.col("key").alias("user_id"), F.col("value").alias("old"))
+        old = ctx.keyed.values(self.open_sessions).select(F.col("key").alias("user_id"), F.col("value").alias("old"))
         empty = F.array().cast(_SESSIONS_TYPE)
         merged = merge_session_spans(F.concat(F.coalesce("old", empty), F.coalesce("new", empty)), self.gap)
         gap = F.lit(_micros(self.gap))

@@ -1,0 +1,127 @@
+"""A user's own pipeline, written the obvious way from the README, in a package outside the
+repository: three epochs ``a:1, b:2 | a:10 | a:100, b:5`` leave the state and the upsert sink
+right (a=111, b=7), with no ``localCheckpoint`` line: state reads are pinned at the call."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from epochal.config import load_settings
+from epochal.pipeline.registry import build_deployment
+from epochal.pipeline.runner import EpochRunner
+
+TOTALS_MODULE = '''
+from pyspark.sql import functions as F, types as T
+
+from epochal import HourlyFolderSource, Pipeline, SinkMode, SinkSpec, ValueStateDescriptor
+
+ROWS = T.StructType([T.StructField("key", T.StringType()), T.StructField("n", T.LongType())])
+TOTALS = T.StructType([T.StructField("key", T.StringType()), T.StructField("total", T.LongType())])
+
+
+class ReadRows:
+    name, inputs, outputs, keyed_state, operator_state = "read", ("landing",), ("rows",), (), ()
+
+    def process(self, ctx, inputs):
+        files = list(inputs["landing"].files)
+        return {"rows": ctx.spark.read.schema(ROWS).json(files) if files else ctx.spark.createDataFrame([], ROWS)}
+
+
+class RunningTotals:
+    TOTAL = ValueStateDescriptor("total", value_type=T.LongType())
+    name, inputs, outputs, keyed_state, operator_state = "sum", ("read.rows",), ("totals",), (TOTAL,), ()
+
+    def process(self, ctx, inputs):
+        batch = inputs["read.rows"].groupBy("key").agg(F.sum("n").alias("n"))
+        current = ctx.keyed.lookup(self.TOTAL, batch, "key")
+        new = current.select("key", (F.coalesce(F.col("total"), F.lit(0)) + F.col("n")).alias("value"))
+        ctx.keyed.update(self.TOTAL, new)
+        return {"totals": new.select("key", F.col("value").alias("total"))}
+
+
+def build(settings):
+    return Pipeline(
+        name="totals",
+        sources=[HourlyFolderSource("landing", settings.landing)],
+        stages=[ReadRows(), RunningTotals()],
+        sinks=[SinkSpec("totals", "sum.totals", SinkMode.UPSERT, TOTALS, keys=("key",))],
+        max_parallelism=16,
+    )
+'''
+EPOCHS = [[("a", 1), ("b", 2)], [("a", 10)], [("a", 100), ("b", 5)]]
+LAST = "2026-11-01-02:00"
+
+
+@pytest.fixture()
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user's project: their package (on PYTHONPATH), landing data, a configuration naming the package."""
+    site = tmp_path / "site"
+    (site / "acme").mkdir(parents=True)
+    (site / "acme" / "__init__.py").write_text("")
+    (site / "acme" / "totals.py").write_text(textwrap.dedent(TOTALS_MODULE))
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    for hour, rows in enumerate(EPOCHS):
+        folder = tmp_path / "landing" / "dt=2026-11-01" / f"hour={hour:02d}"
+        folder.mkdir(parents=True)
+        (folder / "part-0000.jsonl").write_text("".join(json.dumps({"key": k, "n": n}) + "\n" for k, n in rows))
+    config = {
+        "pipeline": "acme.totals:build",
+        "landing": "landing",
+        "partitions": {"start": "2026-11-01T00:00:00Z"},
+        "spark": {"master": "local[2]", "parallelism": 2, "shuffle_partitions": 2, "max_parallelism": 16},
+        "checkpoints": {"interval_epochs": 1, "retain": 2},
+    }
+    (tmp_path / "epochal.yaml").write_text(yaml.safe_dump(config))
+    yield tmp_path
+    for name in [m for m in sys.modules if m == "acme" or m.startswith("acme.")]:
+        del sys.modules[name]
+
+
+def _sink(spark, project: Path) -> dict[str, int]:
+    return {r.key: r.total for r in spark.read.format("delta").load(str(project / "data" / "warehouse" / "totals")).collect()}
+
+
+def test_three_epochs_leave_the_state_and_the_sink_right_without_any_workaround(spark, project):
+    runner = EpochRunner(build_deployment(load_settings(project / "epochal.yaml"), spark))
+    runner.run(to=LAST)
+    assert _sink(spark, project) == {"a": 111, "b": 7}
+    stage = runner.d.pipeline.ordered_stages[-1]
+    state = runner.d.keyed[stage.name].values(stage.TOTAL).collect()
+    assert {r.key: r.value for r in state} == {"a": 111, "b": 7}
+
+
+def test_a_frame_read_before_a_write_keeps_the_old_state(spark, tmp_path):
+    from pyspark.sql import types as T
+
+    from epochal import ValueStateDescriptor
+    from epochal.state.backends.keyed import KeyedStateBackend
+
+    total = ValueStateDescriptor("total", value_type=T.LongType())
+    backend = KeyedStateBackend(spark, str(tmp_path), "stage", max_parallelism=16)
+    backend.update(total, spark.createDataFrame([("a", 1)], "key string, value long"))
+    before = backend.values(total)  # lazy: evaluated below, after the write
+    backend.update(total, spark.createDataFrame([("a", 5)], "key string, value long"))
+    assert [r.value for r in before.collect()] == [1]
+    assert [r.value for r in backend.values(total).collect()] == [5]
+
+
+@pytest.mark.slow
+def test_the_cli_runs_a_pipeline_named_by_its_import_path(spark, project):
+    """``epochal run`` in its own process loads ``acme.totals:build`` from the user's PYTHONPATH."""
+    epochal = str(Path(sys.executable).with_name("epochal"))
+    result = subprocess.run(
+        [epochal, "run", "--to", LAST, "--config", str(project / "epochal.yaml"), "--json"],
+        capture_output=True, text=True, timeout=900, cwd=project,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [e["checkpoint_status"] for e in json.loads(result.stdout)["epochs"]] == ["completed"] * 3
+    assert _sink(spark, project) == {"a": 111, "b": 7}
