@@ -74,8 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("--limit", type=int, default=None)
     _common(read)
 
+    new = sub.add_parser("new", help="write a starter pipeline package (a stage with keyed state, a config, a test)")
+    new.add_argument("name", help="the package name (a Python identifier)")
+    new.add_argument("--dir", default=None, help="where to write it (default: ./NAME)")
+
     sub.add_parser("ui", help="start the Dagster webserver and daemon")
-    for p in (demo, run, checkpoints, savepoint, restore, state, sub.choices["ui"]):
+    for p in (demo, run, checkpoints, savepoint, restore, state, new, sub.choices["ui"]):
         _common(p)
     return parser
 
@@ -201,6 +205,12 @@ def cmd_demo(args) -> Any:
     return run_demo(args.dir, hours=args.hours)
 
 
+def cmd_new(args) -> Any:
+    from epochal.orchestration.scaffold import scaffold
+
+    return scaffold(args.name, args.dir)
+
+
 def cmd_ui(args) -> Any:
     from epochal.orchestration.ui import serve
 
@@ -214,6 +224,7 @@ COMMANDS = {
     "restore": cmd_restore,
     "state": cmd_state,
     "demo": cmd_demo,
+    "new": cmd_new,
     "ui": cmd_ui,
 }
 
