@@ -1,0 +1,1 @@
+"""Tests of epochal.state (state descriptors and key groups here; one folder per subpackage)."""

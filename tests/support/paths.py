@@ -1,0 +1,21 @@
+"""Where things are for the tests: the repository and the test data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: The repository (the folder of pyproject.toml).
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"
+#: Files the tests read (golden files).
+DATA = TESTS / "data"
+
+
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child process that imports ``tests.*`` (a test pipeline run as its own process):
+    ``env`` (default: this process's) with the repository first on the child's PYTHONPATH, as a user puts
+    their own pipeline's package there. The test process itself needs no PYTHONPATH."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
