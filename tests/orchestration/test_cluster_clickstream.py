@@ -161,7 +161,7 @@ def test_cluster_run_with_a_worker_killed_mid_epoch_equals_reference(spark, spar
         ]),
     ])
     write_section("distributed-cluster", "Beyond one machine: a standalone cluster", body,
-                  test="tests/orchestration/test_cluster_clickstream.py")
+                  test=__file__)
 
 
 def test_a_driver_for_a_loopback_master_binds_to_loopback():

@@ -98,5 +98,5 @@ def test_a_second_epochal_run_exits_non_zero_naming_the_holder(spark, tmp_path):
             ["savepoint, run, restore from another deployment object", "`ConcurrentRunError` naming the holder"],
             ["savepoint once the run is over", "taken at the completed position; its copies equal the state"],
         ]),
-        test="tests/pipeline/test_concurrent_runs.py",
+        test=__file__,
     )

@@ -4,8 +4,8 @@ One toy deployment: checkpoint 1 (epoch 0), savepoint ``sp`` (2, epoch 0),
 checkpoints 3 (epoch 1) and 4 (epoch 2); retain 2. Each case corrupts some
 files, checks what restore (or a run after a crash) does, and repairs them.
 A failed attempt must change nothing (table versions, the run position). At
-the end the run completes and the sinks equal a straight run. The outcomes go
-into docs/reliability.md.
+the end the run completes and the sinks equal a straight run. The outcomes are a
+figure for docs/reliability.md (make reliability-doc).
 """
 
 from __future__ import annotations
@@ -265,5 +265,5 @@ def test_corrupt_checkpoints_fall_back_or_fail_clearly_never_start_empty(spark, 
         "the files; fallback rows run on and compare the sinks with a straight run.\n\n" + markdown_table(["case", "outcome"], outcomes)
     )
     print("\n" + body)
-    write_section("corruption", "Corruption", body, test="tests/pipeline/test_corruption.py")
+    write_section("corruption", "Corruption", body, test=__file__)
     assert issubclass(CheckpointNotRestorable, CheckpointError) and issubclass(CheckpointError, EpochalStateError)

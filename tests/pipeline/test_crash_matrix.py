@@ -7,7 +7,7 @@ they fall in the restore, an epoch or retention) come last, several seeds.
 A final run in this process completes the partitions; the sinks and the state
 must then equal a clean run's (multisets, rows lost and extra both 0), no file
 may be orphaned after retention, and the checkpoint list must be consistent.
-N kills cost N JVM starts, not 2N. The table goes into docs/reliability.md.
+N kills cost N JVM starts, not 2N. The table is a figure for docs/reliability.md (make reliability-doc).
 """
 
 from __future__ import annotations
@@ -181,4 +181,4 @@ def _report(outcomes, diffs, orphaned, problems, savepoint_epoch, duration) -> N
         f"{chain}\n\n{totals}\n\n{per_table}\n\nWall time of the whole matrix: {duration:.0f} s."
     )
     print("\n" + body)
-    write_section("crash-matrix", "Crash matrix", body, test="tests/pipeline/test_crash_matrix.py")
+    write_section("crash-matrix", "Crash matrix", body, test=__file__)

@@ -1,8 +1,14 @@
-"""Where things are for the tests: the repository and the test data."""
+"""Where things are for the tests: the repository, the test data, and the untracked folder tests write to.
+
+Tests never write into tracked files. Figures for ``docs/reliability.md`` go to :data:`FIGURES` (under the
+gitignored ``build/``, or where the environment variable ``EPOCHAL_FIGURES_DIR`` says);
+``make reliability-doc`` brings them into ``docs/``.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 #: The repository (the folder of pyproject.toml).
@@ -10,6 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 #: Files the tests read (golden files).
 DATA = TESTS / "data"
+
+
+def figures_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """The reliability tests' figures: one JSON file per section of docs/reliability.md."""
+    return Path(env.get("EPOCHAL_FIGURES_DIR") or ROOT / "build" / "figures").absolute()
+
+
+FIGURES = figures_dir()
 
 
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:

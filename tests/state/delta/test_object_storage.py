@@ -197,4 +197,4 @@ def test_clickstream_on_s3_kill_rerun_equals_reference_and_no_secret_leaks(spark
             ["credentials found", len(leaks)],
             ["wall time (s)", f"{time.monotonic() - started:.0f}"],
         ]),
-    ]), test="tests/state/delta/test_object_storage.py")
+    ]), test=__file__)

@@ -164,5 +164,5 @@ def _write_figures(generated: int, total: int, events: int, reasons: Counter, bl
         "hostile files (2 MB lines, 1 MB of `[`, a UTF-16 file, BOMs inside a file), parsed in one Spark job "
         "and by the Python reference: every line agrees (event, quarantine reason and raw text), none is lost, "
         "nothing raises.\n\n" + markdown_table(["figure", "value"], rows) + f"\n\nQuarantine reasons seen: {seen}.",
-        test="tests/pipeline/examples/clickstream/test_parser_fuzz.py",
+        test=__file__,
     )
