@@ -9,11 +9,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)
 # Where the tests put what the docs show (untracked: tests never write into docs/): the reliability
-# tests' figures.
+# tests' figures and the live Dagster test's screenshots.
 FIGURES     ?= build/figures
-TEST_ENV    := EPOCHAL_FIGURES_DIR=$(FIGURES)
+SCREENSHOTS ?= build/screenshots
+TEST_ENV    := EPOCHAL_FIGURES_DIR=$(FIGURES) EPOCHAL_SCREENSHOTS_DIR=$(SCREENSHOTS)
 
-.PHONY: setup demo test test-fast validate chromium bench jars lock clean reliability-doc
+.PHONY: setup demo test test-fast validate chromium bench jars lock clean reliability-doc docs-images
 
 setup: $(STAMP)
 
@@ -52,6 +53,12 @@ test-fast: setup validate
 # sections without figures stay as they are.
 reliability-doc: setup
 	$(PY) -m tests.support.reliability_doc --figures $(FIGURES) --doc docs/reliability.md
+
+# docs/images/ (the README's pictures) from the live Dagster test's screenshots in $(SCREENSHOTS).
+docs-images:
+	@for f in lineage.png checkpoint-plots.png; do test -s $(SCREENSHOTS)/$$f || { \
+	    echo "no $(SCREENSHOTS)/$$f: run the live Dagster test first (make test)"; exit 1; }; done
+	cp $(SCREENSHOTS)/lineage.png $(SCREENSHOTS)/checkpoint-plots.png docs/images/
 
 # The benchmark against Spark Structured Streaming (bench/README.md): hours at full size.
 # BENCH_ARGS=--quick checks the harness in minutes; --parts/--sizes choose what runs.

@@ -42,7 +42,8 @@ from tests.support.doc_shell import check_command, check_crontab_line, shell_lin
 from tests.support.paths import ROOT
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "README.md"]
 LANGUAGES = {"python", "sh", "console", "crontab", "yaml", "text"}
-#: Screenshots the live Dagster test (tests/orchestration/test_dagster_live.py) writes; reported as skipped until it has run.
+#: Screenshots of the live Dagster test (tests/orchestration/test_dagster_live.py), which writes them to
+#: build/screenshots/; `make docs-images` copies them here. Reported as skipped while they are missing.
 SCREENSHOTS = {"docs/images/lineage.png", "docs/images/checkpoint-plots.png"}
 
 _FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[^\s`]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.M | re.S)
@@ -215,8 +216,17 @@ def test_screenshots_are_real_pictures(name):
     assert f"]({name})" in (ROOT / "README.md").read_text(), f"README shows {name}"
     path = ROOT / name
     if not path.exists():
-        pytest.skip(f"{name} is written by the live Dagster test, which has not run in this tree")
+        pytest.skip(f"{name} is missing: run the live Dagster test, then make docs-images")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", f"{name} is a PNG"
+
+
+def test_make_docs_images_copies_the_live_tests_screenshots_here():
+    from tests.support.doc_shell import _makefile_recipe
+
+    recipe = "\n".join(_makefile_recipe("docs-images"))
+    assert "docs/images/" in recipe and "$(SCREENSHOTS)" in recipe, recipe
+    for name in sorted(SCREENSHOTS):
+        assert Path(name).name in recipe, f"make docs-images copies {name}"
 
 
 # ----------------------------------------------------------------------------- the checker fails on broken examples

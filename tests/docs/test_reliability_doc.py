@@ -47,8 +47,9 @@ def test_each_section_is_written_by_its_test_into_the_figures_folder(name, test)
     assert "test=__file__" in source
 
 
-def test_tests_write_their_figures_to_an_untracked_folder(tmp_path):
+def test_tests_write_their_figures_and_screenshots_to_an_untracked_folder(tmp_path):
     assert paths.figures_dir({}) == ROOT / "build" / "figures"
+    assert paths.screenshots_dir({}) == ROOT / "build" / "screenshots"
     assert "/build/" in (ROOT / ".gitignore").read_text().splitlines()
     assert paths.figures_dir({"EPOCHAL_FIGURES_DIR": str(tmp_path)}) == tmp_path
 

@@ -5,7 +5,8 @@ three partitions. Every run is one epoch in its own process (one JVM); the
 backfill is three runs, one per partition, in order. The sinks equal the
 pure-Python reference and the checkpoint list is consistent. Screenshots of the
 asset lineage and of the checkpoint asset's plots are taken in headless
-Chromium and kept in docs/images/ (the README shows them).
+Chromium and written to build/screenshots/ (untracked); ``make docs-images``
+copies them into docs/images/, which the README shows.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ import yaml
 from tests.support.clickstream_check import check_sinks
 from epochal.config import load_settings
 from tests.support.dagster_live import GraphQL, free_port
-from tests.support.paths import ROOT
+from tests.support.paths import SCREENSHOTS
 from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
 PARTITIONS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00", "2026-11-01-03:00"]
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))
-IMAGES = ROOT / "docs" / "images"
+IMAGES = SCREENSHOTS  # not docs/images/: make docs-images copies them there
 CHROMIUM = "/usr/bin/chromium"
 ALL_ASSETS = {"parse", "dedupe", "aggregate_users", "aggregate_hours", "sessionize", "quarantine", "user_totals",
               "hourly_revenue", "sessions", "late_events", "checkpoint"}

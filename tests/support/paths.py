@@ -1,8 +1,9 @@
-"""Where things are for the tests: the repository, the test data, and the untracked folder tests write to.
+"""Where things are for the tests: the repository, the test data, and the untracked folders tests write to.
 
-Tests never write into tracked files. Figures for ``docs/reliability.md`` go to :data:`FIGURES` (under the
-gitignored ``build/``, or where the environment variable ``EPOCHAL_FIGURES_DIR`` says);
-``make reliability-doc`` brings them into ``docs/``.
+Tests never write into tracked files. Figures for ``docs/reliability.md`` go to :data:`FIGURES` and
+screenshots of the Dagster UI to :data:`SCREENSHOTS` (both under the gitignored ``build/``, or where the
+environment variables ``EPOCHAL_FIGURES_DIR`` and ``EPOCHAL_SCREENSHOTS_DIR`` say); ``make reliability-doc``
+and ``make docs-images`` bring them into ``docs/``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ def figures_dir(env: Mapping[str, str] = os.environ) -> Path:
     return Path(env.get("EPOCHAL_FIGURES_DIR") or ROOT / "build" / "figures").absolute()
 
 
+def screenshots_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """The live Dagster test's screenshots (the README shows their copies in docs/images/)."""
+    return Path(env.get("EPOCHAL_SCREENSHOTS_DIR") or ROOT / "build" / "screenshots").absolute()
+
+
 FIGURES = figures_dir()
+SCREENSHOTS = screenshots_dir()
 
 
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
