@@ -62,7 +62,7 @@ def test_the_generator_replaces_a_section_and_keeps_the_others(tmp_path):
                                figures=figures)
     assert written == figures / "crash-matrix.json"
     assert json.loads(written.read_text())["test"] == SECTIONS["crash-matrix"]
-    rd.write_section("new-one", "A new section", "text", test="tests/x.py", figures=figures)
+    rd.write_section("new-one", "A new section", "text", test="tests/test_architecture.py", figures=figures)
 
     assert rd.main(["--figures", str(figures), "--doc", str(doc)]) == 0
     before, after = rd.sections_of(rd.DOC.read_text()), rd.sections_of(doc.read_text())
