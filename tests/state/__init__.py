@@ -1,1 +1,1 @@
-"""Tests of epochal.state (state descriptors and key groups here; one folder per subpackage)."""
+"""Tests of epochal.state: key groups here, one folder per subpackage (backends, checkpoint, delta, recovery)."""
