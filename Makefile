@@ -8,8 +8,13 @@ PYTHON ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.1
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock | sha1sum | cut -c1-12)
+# Where the tests put what the docs show (untracked: tests never write into docs/): the reliability
+# tests' figures and the live Dagster test's screenshots.
+FIGURES     ?= build/figures
+SCREENSHOTS ?= build/screenshots
+TEST_ENV    := EPOCHAL_FIGURES_DIR=$(FIGURES) EPOCHAL_SCREENSHOTS_DIR=$(SCREENSHOTS)
 
-.PHONY: setup demo test test-fast validate chromium bench jars lock clean
+.PHONY: setup demo test test-fast validate chromium bench jars lock clean reliability-doc docs-images
 
 setup: $(STAMP)
 
@@ -35,14 +40,25 @@ demo: setup
 	$(VENV)/bin/epochal demo
 
 test: setup chromium validate
-	$(PY) -m pytest -q --durations=25
+	$(TEST_ENV) $(PY) -m pytest -q --durations=25
 
 # The Dagster definitions load (`dagster definitions validate`) for the example configuration.
 validate: setup
 	EPOCHAL_CONFIG=config/example.yaml $(VENV)/bin/dagster definitions validate -m epochal.orchestration.definitions
 
 test-fast: setup validate
-	$(PY) -m pytest -q -m "not slow"
+	$(TEST_ENV) $(PY) -m pytest -q -m "not slow"
+
+# docs/reliability.md from the figures the reliability tests wrote to $(FIGURES) (run the tests first);
+# sections without figures stay as they are.
+reliability-doc: setup
+	$(PY) -m tests.support.reliability_doc --figures $(FIGURES) --doc docs/reliability.md
+
+# docs/images/ (the README's pictures) from the live Dagster test's screenshots in $(SCREENSHOTS).
+docs-images:
+	@for f in lineage.png checkpoint-plots.png; do test -s $(SCREENSHOTS)/$$f || { \
+	    echo "no $(SCREENSHOTS)/$$f: run the live Dagster test first (make test)"; exit 1; }; done
+	cp $(SCREENSHOTS)/lineage.png $(SCREENSHOTS)/checkpoint-plots.png docs/images/
 
 # The benchmark against Spark Structured Streaming (bench/README.md): hours at full size.
 # BENCH_ARGS=--quick checks the harness in minutes; --parts/--sizes choose what runs.

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
+from pyspark import cloudpickle
 
-# Python workers unpickle functions defined in test modules by reference: let them import tests.
-_TESTS = str(Path(__file__).resolve().parent)
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS, os.environ.get("PYTHONPATH", "")) if p)
-
+import tests
 from epochal.config import SparkSettings
+
+# Spark's Python workers cannot import the test package (it is not installed, and the test process sets
+# no PYTHONPATH): functions and classes of tests.* modules (stages, trackers, UDFs) travel by value.
+# The registration covers every submodule (tests.pipeline.test_runner, tests.support.toy_pipeline, ...).
+cloudpickle.register_pickle_by_value(tests)
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,7 @@ def spark():
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
     """A Spark standalone cluster on loopback: a master and two workers of 1 core and 1g each."""
-    from spark_cluster import StandaloneCluster
+    from tests.support.spark_cluster import StandaloneCluster
 
     cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2, worker_cores=1, worker_memory="1g")
     try:
@@ -41,7 +41,7 @@ def spark_cluster(tmp_path_factory):
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """An S3-compatible server on loopback (moto's server in its own process); yields its endpoint URL."""
-    from s3_server import MotoServer
+    from tests.support.s3_server import MotoServer
 
     server = MotoServer(tmp_path_factory.mktemp("moto"))
     try:

@@ -1,0 +1,1 @@
+"""A smoke test of the benchmark harness (bench/)."""

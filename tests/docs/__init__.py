@@ -1,0 +1,1 @@
+"""Checks of the documentation: README.md, docs/*.md, bench/README.md."""

@@ -1,0 +1,1 @@
+"""Tests of epochal.orchestration: the epochal command line and the Dagster definitions, runs and UI."""

@@ -1,0 +1,97 @@
+"""The clickstream example from outside: the ``epochal`` command line, a kill -9, and the reference.
+
+Each ``epochal`` call is its own process (its own JVM), as a user's would be.
+The sinks are read with the test's Spark session and compared with the
+pure-Python reference computed from the same landing files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.clickstream_check import check_sinks
+from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
+
+START = datetime(2026, 11, 1, tzinfo=timezone.utc)
+PARTITIONS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"]
+EPOCHAL = str(Path(sys.executable).with_name("epochal"))
+
+
+def _epochal(config: Path, *args: str, crash_at: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "EPOCHAL_CRASH_AT"}
+    if crash_at:
+        env["EPOCHAL_CRASH_AT"] = crash_at
+    return subprocess.run([EPOCHAL, *args, "--config", str(config), "--json"], env=env, capture_output=True, text=True, timeout=900)
+
+
+def _ok(result: subprocess.CompletedProcess):
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("clickstream")
+    generate(str(root / "landing"), START, len(PARTITIONS), GeneratorConfig(users=8, events_per_hour=40, seed=3))
+    config = {
+        "landing": str(root / "landing"),
+        "warehouse": str(root / "warehouse"),
+        "checkpoints": {"dir": str(root / "checkpoints"), "retain": 2, "interval_epochs": 1},
+        "partitions": {"start": "2026-11-01T00:00:00Z"},
+        "spark": {"master": "local[2]", "parallelism": 2, "shuffle_partitions": 2},
+    }
+    path = root / "epochal.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _check_sinks(spark, config: Path) -> None:
+    check_sinks(spark, config, PARTITIONS)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2700)  # eight epochal processes, each its own JVM: minutes on 2 cores, more when shared
+def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, deployment):
+    # killed in the middle of epoch 1, after its state writes and before its ack
+    killed = _epochal(deployment, "run", "--to", PARTITIONS[-1], crash_at="after_state_write:1")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    # run again: restores the checkpoint of epoch 0 and replays; the sinks equal the reference
+    report = _ok(_epochal(deployment, "run", "--to", PARTITIONS[-1]))
+    assert report["restored"]["epoch"] == 0
+    assert [e["epoch"] for e in report["epochs"]] == [1, 2]
+    _check_sinks(spark, deployment)
+
+    listed = _ok(_epochal(deployment, "checkpoints", "list"))["checkpoints"]
+    assert [c["epoch"] for c in listed if c["kind"] == "checkpoint"] == [1, 2]  # retain 2
+    inspected = _ok(_epochal(deployment, "checkpoints", "inspect", str(listed[-1]["id"])))
+    assert {h["stage"] for h in inspected["handles"]} >= {"dedupe", "sessionize"}
+
+    savepoint = _ok(_epochal(deployment, "savepoint", "--name", "before-restore"))
+    assert savepoint["epoch"] == 2 and Path(savepoint["path"].replace("file://", "")).exists()
+
+    # rewind to the older checkpoint, run on: the same sinks
+    restored = _ok(_epochal(deployment, "restore", "--checkpoint", str(listed[0]["id"])))
+    assert restored["epoch"] == 1
+    _ok(_epochal(deployment, "run", "--to", PARTITIONS[-1]))
+    _check_sinks(spark, deployment)
+
+    rows = _ok(_epochal(deployment, "state", "read", "dedupe", "seen", "--limit", "5"))["rows"]
+    assert rows and {"key_group", "key", "namespace", "value"} <= set(rows[0])
+
+
+def test_cli_errors_are_one_line_and_fail_before_work(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("checkpoints:\n  retian: 3\n")
+    result = subprocess.run([EPOCHAL, "run", "--config", str(bad)], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "checkpoints.retian" in result.stderr and "did you mean 'checkpoints.retain'" in result.stderr
+    assert len([l for l in result.stderr.splitlines() if l.startswith("epochal: error")]) == 1
+    assert result.stdout == ""

@@ -1,0 +1,1 @@
+"""Tests of epochal.pipeline.examples.clickstream: generator, reference, parser, stages."""

@@ -1,0 +1,158 @@
+"""A restore that dies half-way, recovery that must not jump forward, savepoints abandoned before
+their commit, a lost run position file: the next run ends where a run without the accident does.
+
+The deaths are simulated in-process (an exception no ``except Exception`` catches, raised at the
+crash point), so the process's later steps (progress, lease release) are what a SIGKILL leaves
+behind except for the lease, which a dead holder loses anyway; tests/pipeline/test_crash_matrix.py kills
+real processes at the same points.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from epochal.config import load_settings
+from epochal.pipeline import runner as runner_module
+from epochal.pipeline.deployment import CrashAwareCoordinator
+from epochal.pipeline.registry import build_deployment
+from epochal.pipeline.runner import EpochRunner
+from tests.support.reliability_checks import compare_deployments, stray_folders
+
+import tests.support.toy_pipeline as toy
+from tests.pipeline.test_runner import EXPECTED_LOG, EXPECTED_TOTALS, _deploy, _sinks, toy_registered  # noqa: F401
+
+LAST = "2026-11-01-03:00"
+
+
+class Died(BaseException):
+    """The process died here."""
+
+
+def _runner(spark, config) -> EpochRunner:
+    return EpochRunner(build_deployment(load_settings(config), spark))
+
+
+def _die_at(monkeypatch, point: str) -> None:
+    real = runner_module.crashpoint
+
+    def crashpoint(name, epoch=None):
+        if name == point:
+            raise Died(name)
+        real(name, epoch)
+
+    monkeypatch.setattr(runner_module, "crashpoint", crashpoint)
+
+
+def _clean(spark, tmp_path):
+    clean = _runner(spark, _deploy(tmp_path / "clean"))
+    clean.run(to=LAST)
+    return clean
+
+
+def _assert_equal(spark, actual, clean) -> None:
+    diffs = compare_deployments(spark, actual, clean)
+    assert {name: d for name, d in diffs.items() if d.lost or d.extra} == {}
+
+
+def test_a_restore_that_died_half_way_is_done_again_by_the_next_run(spark, tmp_path, monkeypatch, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path / "crashed"))
+    runner.run(to=LAST)
+    epoch_2 = next(int(c.checkpoint_id) for c in runner.d.coordinator.store.all() if int(c.metadata.epoch) == 2)
+
+    _die_at(monkeypatch, "in_restore")  # state tables restored; store, sinks and position not yet
+    with pytest.raises(Died):
+        runner.restore(epoch_2)
+    monkeypatch.undo()
+    progress = runner.d.progress.load()
+    assert progress.restoring == {"pointer": str(epoch_2), "parallelism": None} and not progress.clean
+
+    again = _runner(spark, _deploy(tmp_path / "crashed"))
+    report = again.run(to=LAST)
+    assert report.restored["checkpoint_id"] == epoch_2 and report.restored["epoch"] == 2
+    assert [e.epoch for e in report.epochs] == [3]  # replayed from the restored epoch, not from the old position
+    assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)
+    _assert_equal(spark, again, _clean(spark, tmp_path))
+
+
+def test_crash_recovery_never_restores_a_later_savepoint(spark, tmp_path, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path / "crashed"))
+    runner.run(to="2026-11-01-01:00")
+    runner.savepoint("early")
+    runner.run(to=LAST)
+    runner.savepoint("late")  # epoch 3, the newest id
+    runner.restore(runner.d.storage.savepoint_dir("early"))  # back to epoch 1; "late" is kept
+    runner.d.progress.start(2)  # the next run dies in epoch 2 before its checkpoint
+
+    again = _runner(spark, _deploy(tmp_path / "crashed"))
+    report = again.run(to=LAST)
+    assert report.restored["epoch"] == 1, report.restored  # "early", not the later "late"
+    assert [e.epoch for e in report.epochs] == [2, 3]
+    assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)
+
+
+def test_a_savepoint_that_died_before_its_commit_frees_its_name(spark, tmp_path, monkeypatch, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path / "crashed"))
+    runner.run(to="2026-11-01-01:00")
+    folder = runner.d.storage.savepoint_dir("before-upgrade")
+
+    def die(self, completed):
+        raise Died("after_metadata")
+
+    monkeypatch.setattr(CrashAwareCoordinator, "_commit", die)
+    with pytest.raises(Died):
+        runner.savepoint("before-upgrade")
+    monkeypatch.undo()
+    assert runner.d.storage.exists(f"{folder}/_metadata") and runner.d.storage.exists(f"{folder}/_in_progress")
+
+    again = _runner(spark, _deploy(tmp_path / "crashed"))
+    taken = again.savepoint("before-upgrade")  # the abandoned copy is discarded, the name is free
+    assert taken["epoch"] == 1 and taken["path"] == folder
+    assert not again.d.storage.exists(f"{folder}/_in_progress")
+    assert stray_folders(again) == []
+    again.run(to=LAST)
+    again.restore(folder)
+    assert _sinks(again)[0] == {"a": 11, "b": 2, "c": 3}
+
+
+def test_retention_discards_abandoned_savepoints_but_not_foreign_ones(spark, tmp_path, monkeypatch, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path / "crashed"))
+    runner.run(to="2026-11-01-00:00")
+    monkeypatch.setattr(CrashAwareCoordinator, "_commit", lambda self, completed: (_ for _ in ()).throw(Died()))
+    with pytest.raises(Died):
+        runner.savepoint(None)  # savepoint-<id>, killed after its _metadata
+    monkeypatch.undo()
+    storage = runner.d.storage
+    foreign = storage.savepoint_dir("from-another-deployment")  # no marker: never epochal's to delete
+    storage.write_atomic(f"{foreign}/_metadata", b"{}")
+    [abandoned] = [n for n in storage.list_savepoints() if n.startswith("savepoint-")]
+
+    again = _runner(spark, _deploy(tmp_path / "crashed"))
+    again.run(to="2026-11-01-01:00")  # retention after the epoch's checkpoint
+    assert storage.list_savepoints() == ["from-another-deployment"], abandoned
+
+
+def test_a_lost_run_position_file_restores_instead_of_replaying_on_top(spark, tmp_path, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path / "crashed"))
+    runner.run(to="2026-11-01-01:00")
+    runner.d.storage.delete_tree(runner.d.storage.child("progress.json"))
+
+    again = _runner(spark, _deploy(tmp_path / "crashed"))
+    report = again.run(to=LAST)
+    assert report.restored["epoch"] == 1
+    assert [e.epoch for e in report.epochs] == [2, 3]
+    assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)  # not the totals of epochs 0 and 1 counted twice
+
+
+def test_a_backfill_from_the_first_partition_is_the_way_out_after_a_crash(spark, tmp_path, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path / "crashed"))
+    runner.run(to="2026-11-01-01:00")
+    runner.d.progress.start(2)
+    for entry in runner.d.coordinator.store.all():  # every checkpoint unusable
+        runner.d.storage.write_atomic(entry.metadata_path, b"garbage")
+
+    again = _runner(spark, _deploy(tmp_path / "crashed"))
+    with pytest.raises(Exception, match="checkpoint"):
+        again.run(to=LAST)  # never from empty state on its own
+    report = again.run(from_="2026-11-01-00:00", to=LAST)
+    assert report.restored["epoch"] is None
+    assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)

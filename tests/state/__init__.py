@@ -1,0 +1,1 @@
+"""Tests of epochal.state: key groups here, one folder per subpackage (backends, checkpoint, delta, recovery)."""

@@ -1,0 +1,1 @@
+"""Tests of epochal.state.backends: keyed, per-key and operator state."""

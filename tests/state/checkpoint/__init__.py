@@ -1,0 +1,1 @@
+"""Tests of epochal.state.checkpoint: the coordinator, its storage, store, ids, metadata, savepoints and retention."""

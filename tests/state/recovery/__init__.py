@@ -1,0 +1,1 @@
+"""Tests of epochal.state.recovery: restore, fallback, schema checks, savepoint restore."""

@@ -1,0 +1,1 @@
+"""Helpers the tests share (import as tests.support.<module>); not tests themselves."""
