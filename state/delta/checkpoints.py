@@ -14,9 +14,10 @@ Names in ``_delta_log`` (Delta 4's ``FileNames``, the protocol's "Checkpoints" a
   ``sidecar`` actions naming parquet files in ``_delta_log/_sidecars/`` that hold them;
 * ``XXX.YYY.compacted.json``: a log compaction, the reconciled actions of commits XXX to YYY.
 
-Empty checkpoint files are ignored, as Delta ignores them (a writer stopped midway). Of several
-checkpoints of one version, UUID-named ones are preferred, then multi-part, then classic (Delta's
-order); an unreadable one (a sidecar gone, a truncated file) gives way to the next.
+Of several checkpoints of one version, UUID-named ones are preferred, then multi-part, then
+classic (Delta's order); an unreadable one (empty or truncated, a sidecar gone) gives way to the
+next, then to older checkpoints (Delta ignores empty checkpoint files; listing sizes would cost
+a stat per file on local disks, so they are found when read).
 """
 
 from __future__ import annotations
@@ -81,18 +82,18 @@ class LogListing:
         return max(self.commits | set(self.checkpoints) | ends, default=None)
 
 
-def parse_listing(entries: Iterable[tuple[str, int]]) -> LogListing:
-    """The listing of ``_delta_log`` from its (file name, size) entries."""
+def parse_listing(names: Iterable[str]) -> LogListing:
+    """The listing of ``_delta_log`` from the names in it."""
     listing, parts = LogListing(), {}
-    for name, size in entries:
+    for name in names:
         if m := _COMMIT.match(name):
             listing.commits.add(int(m.group(1)))
         elif m := _COMPACTED.match(name):
             if int(m.group(2)) > int(m.group(1)):
                 listing.compactions.append(Compaction(int(m.group(1)), int(m.group(2)), name))
-        elif size > 0 and (m := _MULTI_PART.match(name)):
+        elif m := _MULTI_PART.match(name):
             parts.setdefault((int(m.group(1)), int(m.group(3))), {})[int(m.group(2))] = name
-        elif size > 0 and (m := _CLASSIC.match(name) or _UUID_NAMED.match(name)):
+        elif m := _CLASSIC.match(name) or _UUID_NAMED.match(name):
             kind = "classic" if m.re is _CLASSIC else "uuid"
             listing.checkpoints.setdefault(int(m.group(1)), []).append(Checkpoint(int(m.group(1)), kind, (name,)))
     for (version, total), found in parts.items():
