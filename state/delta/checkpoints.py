@@ -14,9 +14,10 @@ Names in ``_delta_log`` (Delta 4's ``FileNames``, the protocol's "Checkpoints" a
   ``sidecar`` actions naming parquet files in ``_delta_log/_sidecars/`` that hold them;
 * ``XXX.YYY.compacted.json``: a log compaction, the reconciled actions of commits XXX to YYY.
 
-Empty checkpoint files are ignored, as Delta ignores them (a writer stopped midway). Of several
-checkpoints of one version, UUID-named ones are preferred, then multi-part, then classic (Delta's
-order); an unreadable one (a sidecar gone, a truncated file) gives way to the next.
+Of several checkpoints of one version, UUID-named ones are preferred, then multi-part, then
+classic (Delta's order); an unreadable one (empty or truncated, a sidecar gone) gives way to the
+next, then to older checkpoints (Delta ignores empty checkpoint files; listing sizes would cost
+a stat per file on local disks, so they are found when read).
 """
 
 from __future__ import annotations
@@ -81,27 +82,32 @@ class LogListing:
         return max(self.commits | set(self.checkpoints) | ends, default=None)
 
 
-def parse_listing(entries: Iterable[tuple[str, int]]) -> LogListing:
-    """The listing of ``_delta_log`` from its (file name, size) entries."""
+def parse_listing(names: Iterable[str]) -> LogListing:
+    """The listing of ``_delta_log`` from the names in it."""
     listing, parts = LogListing(), {}
-    for name, size in entries:
+    for name in names:
         if m := _COMMIT.match(name):
             listing.commits.add(int(m.group(1)))
         elif m := _COMPACTED.match(name):
             if int(m.group(2)) > int(m.group(1)):
                 listing.compactions.append(Compaction(int(m.group(1)), int(m.group(2)), name))
-        elif size > 0 and (m := _MULTI_PART.match(name)):
+        elif m := _MULTI_PART.match(name):
             parts.setdefault((int(m.group(1)), int(m.group(3))), {})[int(m.group(2))] = name
-        elif size > 0 and (m := _CLASSIC.match(name) or _UUID_NAMED.match(name)):
+        elif m := _CLASSIC.match(name) or _UUID_NAMED.match(name):
             kind = "classic" if m.re is _CLASSIC else "uuid"
             listing.checkpoints.setdefault(int(m.group(1)), []).append(Checkpoint(int(m.group(1)), kind, (name,)))
-    for (version, total), found in parts.items():
-        if set(found) == set(range(1, total + 1)):
-            files = tuple(found[i] for i in sorted(found))
-            listing.checkpoints.setdefault(version, []).append(Checkpoint(version, "multi-part", files))
+    for checkpoint in _complete_multi_part(parts):
+        listing.checkpoints.setdefault(checkpoint.version, []).append(checkpoint)
     for options in listing.checkpoints.values():
         options.sort(key=_preference)
     return listing
+
+
+def _complete_multi_part(parts: Mapping[tuple[int, int], Mapping[int, str]]) -> Iterator[Checkpoint]:
+    """The multi-part checkpoints with every part present ((version, parts) -> part number -> name)."""
+    for (version, total), found in parts.items():
+        if set(found) == set(range(1, total + 1)):
+            yield Checkpoint(version, "multi-part", tuple(found[i] for i in sorted(found)))
 
 
 def _preference(checkpoint: Checkpoint) -> tuple[int, int, str]:
@@ -222,24 +228,20 @@ def plan_replay(listing: LogListing, wanted: list[int], unreadable: Iterable[int
     return _plan_from(listing, wanted, skip, -1)
 
 
+# The cheapest way found to a version: (cost, the read that reaches it, the version that read starts from).
+_Way = tuple[int, "Step | None", "int | None"]
+
+
 def _plan_from(listing: LogListing, wanted: list[int], skip: set[int], start: int) -> list[Step]:
     """Cheapest paths over versions (a DAG: every read moves forward), through every wanted version."""
     first = Step(start, "checkpoint") if start >= 0 else None
-    best: dict[int, tuple[int, Step | None, int | None]] = {start: (CHECKPOINT_COST if first else 0, first, None)}
+    best: dict[int, _Way] = {start: (CHECKPOINT_COST if first else 0, first, None)}
     by_end: dict[int, list[Compaction]] = {}
     for compaction in listing.compactions:
         by_end.setdefault(compaction.end, []).append(compaction)
     targets, anchor = set(wanted), start  # anchor: the last wanted version reached (a fresh start begins there)
     for version in range(start + 1, wanted[-1] + 1):
-        options = []
-        if version in listing.commits and version - 1 in best:
-            options.append((best[version - 1][0] + 1, Step(version, "commit"), version - 1))
-        for c in by_end.get(version, ()):
-            before = c.start - 1
-            if before in best and before >= anchor:  # no wanted version inside the compaction
-                options.append((best[before][0] + version - before + 1, Step(version, "compaction", c), before))
-        if version in listing.checkpoints and version not in skip:
-            options.append((best[anchor][0] + CHECKPOINT_COST, Step(version, "checkpoint"), anchor))
+        options = _ways_to(version, listing, best, by_end.get(version, ()), anchor, skip)
         if options:
             best[version] = min(options, key=lambda option: option[0])
         if version in targets:
@@ -249,7 +251,24 @@ def _plan_from(listing: LogListing, wanted: list[int], skip: set[int], start: in
     return _path(best, wanted[-1])
 
 
-def _path(best: Mapping[int, tuple[int, Step | None, int | None]], last: int) -> list[Step]:
+def _ways_to(
+    version: int, listing: LogListing, best: Mapping[int, _Way], compactions: Iterable[Compaction],
+    anchor: int, skip: set[int],
+) -> list[_Way]:
+    """The reads that reach ``version``: its commit, a compaction ending there, its checkpoint."""
+    ways: list[_Way] = []
+    if version in listing.commits and version - 1 in best:
+        ways.append((best[version - 1][0] + 1, Step(version, "commit"), version - 1))
+    for c in compactions:
+        before = c.start - 1
+        if before in best and before >= anchor:  # no wanted version inside the compaction
+            ways.append((best[before][0] + version - before + 1, Step(version, "compaction", c), before))
+    if version in listing.checkpoints and version not in skip:
+        ways.append((best[anchor][0] + CHECKPOINT_COST, Step(version, "checkpoint"), anchor))
+    return ways
+
+
+def _path(best: Mapping[int, _Way], last: int) -> list[Step]:
     steps: list[Step] = []
     node: int | None = last
     while node is not None and (step := best[node][1]) is not None:

@@ -228,13 +228,10 @@ class DeltaLog:
         """The commits, checkpoints and compactions in ``_delta_log`` (one listing)."""
         self._fs.invalidate_cache(self._log)  # object stores cache listings; the log grows under us
         try:
-            entries = self._fs.ls(self._log, detail=True)
+            names = self._fs.ls(self._log, detail=False)
         except FileNotFoundError:
             return LogListing()
-        return parse_listing(
-            (posixpath.basename(str(e["name"]).rstrip("/")), int(e.get("size") or 0))
-            for e in entries if e.get("type") != "directory"
-        )
+        return parse_listing(posixpath.basename(str(name).rstrip("/")) for name in names)
 
     def exists(self) -> bool:
         return self._listing().latest is not None

@@ -328,3 +328,21 @@ def test_plan_uses_compactions_only_where_commits_are_gone() -> None:
     with pytest.raises(LogGap) as gap:
         plan_replay(gaps, [5, 9])  # version 5 sits inside the compaction
     assert gap.value.version == 5
+
+
+def test_listing_sorts_out_the_log_files_by_kind() -> None:
+    from epochal.state.delta.checkpoints import parse_listing
+
+    v = "{:020d}".format
+    found = parse_listing([
+        f"{v(0)}.json", f"{v(1)}.json", f"{v(1)}.crc", f".{v(1)}.json.crc", "_last_checkpoint", "_sidecars",
+        f"{v(2)}.checkpoint.parquet", f"{v(2)}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json",
+        f"{v(2)}.checkpoint.0000000001.0000000002.parquet", f"{v(2)}.checkpoint.0000000002.0000000002.parquet",
+        f"{v(3)}.checkpoint.0000000001.0000000002.parquet",  # incomplete: ignored
+        f"{v(4)}.checkpoint.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.parquet", f"{v(3)}.{v(5)}.compacted.json",
+        f".{v(6)}.checkpoint.parquet.1f0e.tmp",
+    ])
+    assert found.commits == {0, 1} and found.latest == 5
+    assert [c.kind for c in found.checkpoints[2]] == ["uuid", "multi-part", "classic"]
+    assert set(found.checkpoints) == {2, 4} and found.checkpoints[4][0].kind == "uuid"
+    assert [(c.start, c.end) for c in found.compactions] == [(3, 5)]
