@@ -3,8 +3,6 @@ or an import path ``package.module:factory``: a user's own package, loaded witho
 
 from __future__ import annotations
 
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from epochal.config import ConfigError, Settings
 from epochal.pipeline.errors import PipelineDefinitionError
 from epochal.pipeline.registry import build_pipeline
+from tests.support.user_package import on_import_path
 
 PACKAGE = '''
 from pydantic import BaseModel, ConfigDict
@@ -57,14 +56,8 @@ def wrong(settings):
 @pytest.fixture()
 def user_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A package of the user's own, outside the repository, on sys.path (as PYTHONPATH would put it)."""
-    root = tmp_path / "site"
-    (root / "acme_pipelines").mkdir(parents=True)
-    (root / "acme_pipelines" / "__init__.py").write_text("")
-    (root / "acme_pipelines" / "totals.py").write_text(textwrap.dedent(PACKAGE))
-    monkeypatch.syspath_prepend(str(root))
-    yield "acme_pipelines.totals"
-    for name in [m for m in sys.modules if m.startswith("acme_pipelines")]:
-        del sys.modules[name]
+    with on_import_path(tmp_path / "site", "acme_pipelines", {"totals": PACKAGE}, monkeypatch):
+        yield "acme_pipelines.totals"
 
 
 def test_an_import_path_names_a_factory_called_with_the_settings(user_package):

@@ -5,10 +5,8 @@ right (a=111, b=7), with no ``localCheckpoint`` line: state reads are pinned at 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import yaml
 from epochal.config import load_settings
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
+from tests.support.user_package import on_import_path
 
 TOTALS_MODULE = '''
 from pyspark.sql import functions as F, types as T
@@ -63,12 +62,11 @@ LAST = "2026-11-01-02:00"
 @pytest.fixture()
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A user's project: their package (on PYTHONPATH), landing data, a configuration naming the package."""
-    site = tmp_path / "site"
-    (site / "acme").mkdir(parents=True)
-    (site / "acme" / "__init__.py").write_text("")
-    (site / "acme" / "totals.py").write_text(textwrap.dedent(TOTALS_MODULE))
-    monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    with on_import_path(tmp_path / "site", "acme", {"totals": TOTALS_MODULE}, monkeypatch):
+        yield _write_project(tmp_path)
+
+
+def _write_project(tmp_path: Path) -> Path:
     for hour, rows in enumerate(EPOCHS):
         folder = tmp_path / "landing" / "dt=2026-11-01" / f"hour={hour:02d}"
         folder.mkdir(parents=True)
@@ -81,9 +79,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "checkpoints": {"interval_epochs": 1, "retain": 2},
     }
     (tmp_path / "epochal.yaml").write_text(yaml.safe_dump(config))
-    yield tmp_path
-    for name in [m for m in sys.modules if m == "acme" or m.startswith("acme.")]:
-        del sys.modules[name]
+    return tmp_path
 
 
 def _sink(spark, project: Path) -> dict[str, int]:
