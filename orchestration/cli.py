@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--checkpoint", metavar="ID")
     group.add_argument("--savepoint", metavar="PATH")
     restore.add_argument("--parallelism", type=int)
+    restore.add_argument(
+        "--allow-non-restored-state", action="store_true",
+        help="drop state the checkpoint holds that no stage declares any more (Flink's allowNonRestoredState)",
+    )
 
     state = sub.add_parser("state", help="read state tables (State Processor API)")
     ssub = state.add_subparsers(dest="action", required=True)
@@ -165,7 +169,7 @@ def cmd_restore(args) -> Any:
         )
     runner = _runner(_settings(args))
     pointer = args.savepoint or args.checkpoint
-    return runner.restore(pointer, parallelism=args.parallelism)
+    return runner.restore(pointer, parallelism=args.parallelism, allow_non_restored_state=args.allow_non_restored_state)
 
 
 def _reads_as_checkpoint(text: str) -> bool:

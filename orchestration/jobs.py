@@ -33,6 +33,7 @@ class RestoreConfig(dg.Config):
     checkpoint: Optional[int] = None
     savepoint: Optional[str] = None
     parallelism: Optional[int] = None
+    allow_non_restored_state: bool = False  # Flink's allowNonRestoredState: drop state no stage declares any more
 
 
 class SavepointConfig(dg.Config):
@@ -54,7 +55,9 @@ def restore_state(context: dg.OpExecutionContext, config: RestoreConfig, epochal
     pointer = config.savepoint if config.savepoint is not None else config.checkpoint
     position = _position(runner)
     try:
-        result = runner.restore(pointer, parallelism=config.parallelism)
+        result = runner.restore(
+            pointer, parallelism=config.parallelism, allow_non_restored_state=config.allow_non_restored_state
+        )
     except (PipelineError, EpochalStateError) as exc:
         raise operator_failure(exc, RESTORE_HINT) from exc
     runner.d.coordinator.failures.reset()

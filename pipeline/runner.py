@@ -324,11 +324,19 @@ class EpochRunner:
         log.warning("the last restore (%s) did not finish: doing it again", json.dumps(target, sort_keys=True))
         if target.get("empty"):
             return self._restore_empty()
-        return self.restore(target.get("pointer"), parallelism=target.get("parallelism"))
+        return self.restore(
+            target.get("pointer"), parallelism=target.get("parallelism"),
+            allow_non_restored_state=bool(target.get("allow_non_restored_state", False)),
+        )
 
     @leased("restore")
     def restore(
-        self, pointer: str | int | None = None, *, parallelism: int | None = None, max_epoch: int | None = None
+        self,
+        pointer: str | int | None = None,
+        *,
+        parallelism: int | None = None,
+        max_epoch: int | None = None,
+        allow_non_restored_state: bool = False,
     ) -> dict[str, Any]:
         """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
 
@@ -337,18 +345,23 @@ class EpochRunner:
         ``max_epoch`` bounds the latest (crash recovery never restores a later epoch than
         the one in flight). ``progress.json`` records the restore before it changes
         anything, so a restore that dies half-way is done again by the next run.
+        ``allow_non_restored_state`` (Flink's ``--allowNonRestoredState``): state in the
+        checkpoint that no stage declares any more (a stage removed) is dropped instead of refused.
         """
         from epochal.state.recovery.restore import restore_state
 
         position = self._sinks_position()
 
         def record(chosen: str | None) -> None:  # checked, nothing changed yet
-            target = {"empty": True} if chosen is None else {"pointer": chosen, "parallelism": parallelism}
+            target = {"empty": True} if chosen is None else {
+                "pointer": chosen, "parallelism": parallelism, "allow_non_restored_state": allow_non_restored_state,
+            }
             self.d.progress.restoring(target, last_done_epoch=position)
 
         result = restore_state(
             self.d.spark, self.d.coordinator, pointer, targets=self._targets(),
             working_root=self.d.shared_root, parallelism=parallelism, max_epoch=max_epoch, before_changes=record,
+            allow_non_restored_state=allow_non_restored_state,
         )
         crashpoint("in_restore", None if result.started_empty else int(result.epoch))
         self._reset_backends()

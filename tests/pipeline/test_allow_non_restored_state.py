@@ -1,0 +1,109 @@
+"""Flink's ``allowNonRestoredState``: a savepoint taken before a stage was removed restores into the
+new pipeline only when the operator says the removed stage's state may be dropped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from epochal.config import load_settings
+from epochal.orchestration.cli import build_parser
+from epochal.pipeline.registry import build_deployment
+from epochal.pipeline.runner import EpochRunner
+from epochal.state.errors import UnclaimedStateError
+from tests.support.user_package import on_import_path
+
+MODULE = '''
+from pyspark.sql import functions as F, types as T
+
+from epochal import HourlyFolderSource, Pipeline, SinkMode, SinkSpec, ValueStateDescriptor
+
+ROWS = T.StructType([T.StructField("key", T.StringType()), T.StructField("n", T.LongType())])
+TOTALS = T.StructType([T.StructField("key", T.StringType()), T.StructField("total", T.LongType())])
+
+
+class ReadRows:
+    name, inputs, outputs, keyed_state, operator_state = "read", ("landing",), ("rows",), (), ()
+
+    def process(self, ctx, inputs):
+        files = list(inputs["landing"].files)
+        return {"rows": ctx.spark.read.schema(ROWS).json(files) if files else ctx.spark.createDataFrame([], ROWS)}
+
+
+class Sum:
+    """A running total per key under the state called ``state``."""
+
+    def __init__(self, name, state):
+        self.name, self.inputs, self.outputs, self.operator_state = name, ("read.rows",), ("totals",), ()
+        self.total = ValueStateDescriptor(state, value_type=T.LongType())
+        self.keyed_state = (self.total,)
+
+    def process(self, ctx, inputs):
+        batch = inputs["read.rows"].groupBy("key").agg(F.sum("n").alias("n"))
+        new = ctx.keyed.lookup(self.total, batch, "key").select(
+            "key", (F.coalesce(F.col(self.total.name), F.lit(0)) + F.col("n")).alias("value"))
+        ctx.keyed.update(self.total, new)
+        return {"totals": new.select("key", F.col("value").alias("total"))}
+
+
+def _pipeline(settings, stages):
+    return Pipeline(
+        name="totals", sources=[HourlyFolderSource("landing", settings.landing)], stages=[ReadRows(), *stages],
+        sinks=[SinkSpec("totals", "sum.totals", SinkMode.UPSERT, TOTALS, keys=("key",))], max_parallelism=16,
+    )
+
+
+def with_counts(settings):
+    return _pipeline(settings, [Sum("sum", "total"), Sum("counts", "count")])
+
+
+def without_counts(settings):
+    return _pipeline(settings, [Sum("sum", "total")])
+'''
+
+
+@pytest.fixture()
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    with on_import_path(tmp_path / "site", "acme_versions", {"totals": MODULE}, monkeypatch):
+        for hour, rows in enumerate([[("a", 1)], [("a", 10), ("b", 2)]]):
+            folder = tmp_path / "landing" / "dt=2026-11-01" / f"hour={hour:02d}"
+            folder.mkdir(parents=True)
+            (folder / "part-0000.jsonl").write_text("".join(json.dumps({"key": k, "n": n}) + "\n" for k, n in rows))
+        yield tmp_path
+
+
+def _runner(spark, project: Path, factory: str) -> EpochRunner:
+    config = {
+        "pipeline": f"acme_versions.totals:{factory}",
+        "landing": "landing",
+        "partitions": {"start": "2026-11-01T00:00:00Z"},
+        "spark": {"master": "local[2]", "parallelism": 2, "shuffle_partitions": 2, "max_parallelism": 16},
+    }
+    (project / "epochal.yaml").write_text(yaml.safe_dump(config))
+    return EpochRunner(build_deployment(load_settings(project / "epochal.yaml"), spark))
+
+
+def test_a_removed_stage_is_refused_unless_its_state_may_be_dropped(spark, project):
+    old = _runner(spark, project, "with_counts")
+    old.run(to="2026-11-01-01:00")
+    savepoint = old.savepoint("before-removal")["path"]
+
+    new = _runner(spark, project, "without_counts")
+    with pytest.raises(UnclaimedStateError, match="counts/count"):
+        new.restore(savepoint)
+    restored = new.restore(savepoint, allow_non_restored_state=True)
+    assert restored["epoch"] == 1
+    stage = next(s for s in new.d.pipeline.stages if s.name == "sum")
+    assert {r.key: r.value for r in new.d.keyed["sum"].values(stage.total).collect()} == {"a": 11, "b": 2}
+
+
+def test_the_cli_and_the_dagster_job_take_the_flag():
+    from epochal.orchestration.jobs import RestoreConfig
+
+    args = build_parser().parse_args(["restore", "--savepoint", "sp", "--allow-non-restored-state"])
+    assert args.allow_non_restored_state is True
+    assert build_parser().parse_args(["restore"]).allow_non_restored_state is False
+    assert RestoreConfig(allow_non_restored_state=True).allow_non_restored_state
