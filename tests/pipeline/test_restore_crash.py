@@ -64,7 +64,8 @@ def test_a_restore_that_died_half_way_is_done_again_by_the_next_run(spark, tmp_p
         runner.restore(epoch_2)
     monkeypatch.undo()
     progress = runner.d.progress.load()
-    assert progress.restoring == {"pointer": str(epoch_2), "parallelism": None} and not progress.clean
+    assert not progress.clean
+    assert progress.restoring == {"pointer": str(epoch_2), "parallelism": None, "allow_non_restored_state": False}
 
     again = _runner(spark, _deploy(tmp_path / "crashed"))
     report = again.run(to=LAST)
