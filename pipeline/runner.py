@@ -27,6 +27,7 @@ from epochal.pipeline.deployment import Deployment
 from epochal.pipeline.errors import PipelineError, StageError
 from epochal.pipeline.faults import crashpoint
 from epochal.pipeline.lease import leased
+from epochal.pipeline.savepoints import take_savepoint
 from epochal.pipeline.sinks import forward_gap, refuse_written_sinks
 from epochal.pipeline.sources import SourceBatch, batch_from_position
 from epochal.pipeline.stage import SinkMode, Stage
@@ -34,7 +35,7 @@ from epochal.state.checkpoint import CompletedCheckpoint
 from epochal.state.checkpoint.metadata import CheckpointKind
 from epochal.state.handles import StateHandle
 from epochal.state.backends.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
-from epochal.state.checkpoint.retention import discard_abandoned_savepoints, release_subsumed
+from epochal.state.checkpoint.retention import release_subsumed
 
 log = logging.getLogger("epochal.runner")
 
@@ -473,40 +474,4 @@ class EpochRunner:
     @leased("savepoint")
     def savepoint(self, name: str | None = None) -> dict[str, Any]:
         """Take a savepoint of the state at its current position (a self-contained copy)."""
-        from epochal.state.checkpoint.storage import validate_name
-
-        if name is not None:
-            validate_name(name)  # before any work: a bad name must not first trigger a restore
-        d = self.d
-        progress = d.progress.load()
-        if not progress.clean:
-            self.recover(progress)
-            progress = d.progress.load()
-        epoch = progress.last_done_epoch
-        if epoch is None:
-            raise PipelineError("nothing to save: no epoch has run yet (run some partitions first)")
-        # A savepoint that died before its commit frees its name (and its copy) now.
-        in_flight = [p.checkpoint_id for p in d.coordinator.pending_checkpoints()]
-        discard_abandoned_savepoints(d.storage, d.coordinator.store, in_flight)
-        tasks = [f"stage:{s.name}" for s in d.pipeline.ordered_stages]
-        positions = {s.name: {"epoch": epoch, "partition": d.partitioning.key(epoch)} for s in d.pipeline.sources}
-        result = d.coordinator.trigger_savepoint(epoch, tasks, positions, name=name, max_parallelism=d.pipeline.max_parallelism)
-        if not result.triggered:
-            raise PipelineError(f"savepoint declined: {result.reason.name if result.reason else 'unknown'}")
-        pending = result.pending
-        completion = None
-        for stage in d.pipeline.ordered_stages:
-            crashpoint("in_savepoint", epoch)
-            handles = self._handles_for_ack(stage, OperatorStateStore(d.operator[stage.name], d.parallelism), pending)
-            ack = d.coordinator.acknowledge(pending.checkpoint_id, f"stage:{stage.name}", epoch, handles)
-            completion = ack.completion or completion
-        if completion is None or not completion.succeeded:
-            detail = completion.failure.reason.name if completion and completion.failure else "incomplete"
-            raise PipelineError(f"savepoint {pending.spec.savepoint_name} failed: {detail}")
-        return {
-            "id": int(pending.checkpoint_id),
-            "name": pending.spec.savepoint_name,
-            "epoch": epoch,
-            "partition": d.partitioning.key(epoch),
-            "path": completion.completed.metadata_path.rsplit("/", 1)[0],
-        }
+        return take_savepoint(self, name)
