@@ -3,7 +3,6 @@ new pipeline only when the operator says the removed stage's state may be droppe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,23 +13,14 @@ from epochal.orchestration.cli import build_parser
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from epochal.state.errors import UnclaimedStateError
-from tests.support.user_package import on_import_path
+from tests.support.user_package import ROWS_MODULE, on_import_path, write_landing
 
 MODULE = '''
 from pyspark.sql import functions as F, types as T
 
 from epochal import HourlyFolderSource, Pipeline, SinkMode, SinkSpec, ValueStateDescriptor
 
-ROWS = T.StructType([T.StructField("key", T.StringType()), T.StructField("n", T.LongType())])
-TOTALS = T.StructType([T.StructField("key", T.StringType()), T.StructField("total", T.LongType())])
-
-
-class ReadRows:
-    name, inputs, outputs, keyed_state, operator_state = "read", ("landing",), ("rows",), (), ()
-
-    def process(self, ctx, inputs):
-        files = list(inputs["landing"].files)
-        return {"rows": ctx.spark.read.schema(ROWS).json(files) if files else ctx.spark.createDataFrame([], ROWS)}
+from .rows import TOTALS, ReadRows
 
 
 class Sum:
@@ -67,11 +57,8 @@ def without_counts(settings):
 
 @pytest.fixture()
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    with on_import_path(tmp_path / "site", "acme_versions", {"totals": MODULE}, monkeypatch):
-        for hour, rows in enumerate([[("a", 1)], [("a", 10), ("b", 2)]]):
-            folder = tmp_path / "landing" / "dt=2026-11-01" / f"hour={hour:02d}"
-            folder.mkdir(parents=True)
-            (folder / "part-0000.jsonl").write_text("".join(json.dumps({"key": k, "n": n}) + "\n" for k, n in rows))
+    with on_import_path(tmp_path / "site", "acme_versions", {"rows": ROWS_MODULE, "totals": MODULE}, monkeypatch):
+        write_landing(tmp_path, [[("a", 1)], [("a", 10), ("b", 2)]])
         yield tmp_path
 
 

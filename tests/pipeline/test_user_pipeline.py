@@ -15,23 +15,14 @@ import yaml
 from epochal.config import load_settings
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
-from tests.support.user_package import on_import_path
+from tests.support.user_package import ROWS_MODULE, on_import_path, write_landing
 
 TOTALS_MODULE = '''
 from pyspark.sql import functions as F, types as T
 
 from epochal import HourlyFolderSource, Pipeline, SinkMode, SinkSpec, ValueStateDescriptor
 
-ROWS = T.StructType([T.StructField("key", T.StringType()), T.StructField("n", T.LongType())])
-TOTALS = T.StructType([T.StructField("key", T.StringType()), T.StructField("total", T.LongType())])
-
-
-class ReadRows:
-    name, inputs, outputs, keyed_state, operator_state = "read", ("landing",), ("rows",), (), ()
-
-    def process(self, ctx, inputs):
-        files = list(inputs["landing"].files)
-        return {"rows": ctx.spark.read.schema(ROWS).json(files) if files else ctx.spark.createDataFrame([], ROWS)}
+from .rows import TOTALS, ReadRows
 
 
 class RunningTotals:
@@ -62,15 +53,12 @@ LAST = "2026-11-01-02:00"
 @pytest.fixture()
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A user's project: their package (on PYTHONPATH), landing data, a configuration naming the package."""
-    with on_import_path(tmp_path / "site", "acme", {"totals": TOTALS_MODULE}, monkeypatch):
+    with on_import_path(tmp_path / "site", "acme", {"rows": ROWS_MODULE, "totals": TOTALS_MODULE}, monkeypatch):
         yield _write_project(tmp_path)
 
 
 def _write_project(tmp_path: Path) -> Path:
-    for hour, rows in enumerate(EPOCHS):
-        folder = tmp_path / "landing" / "dt=2026-11-01" / f"hour={hour:02d}"
-        folder.mkdir(parents=True)
-        (folder / "part-0000.jsonl").write_text("".join(json.dumps({"key": k, "n": n}) + "\n" for k, n in rows))
+    write_landing(tmp_path, EPOCHS)
     config = {
         "pipeline": "acme.totals:build",
         "landing": "landing",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
@@ -28,3 +29,30 @@ def on_import_path(site: Path, package: str, modules: dict[str, str], monkeypatc
     finally:
         for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
             del sys.modules[name]
+
+
+# The README's reading stage, as a module a user's package holds (``<package>/rows.py``).
+ROWS_MODULE = '''
+from pyspark.sql import types as T
+
+ROWS = T.StructType([T.StructField("key", T.StringType()), T.StructField("n", T.LongType())])
+TOTALS = T.StructType([T.StructField("key", T.StringType()), T.StructField("total", T.LongType())])
+
+
+class ReadRows:
+    """Stateless: the epoch's planned files -> rows."""
+
+    name, inputs, outputs, keyed_state, operator_state = "read", ("landing",), ("rows",), (), ()
+
+    def process(self, ctx, inputs):
+        files = list(inputs["landing"].files)
+        return {"rows": ctx.spark.read.schema(ROWS).json(files) if files else ctx.spark.createDataFrame([], ROWS)}
+'''
+
+
+def write_landing(root: Path, epochs: list[list[tuple[str, int]]]) -> None:
+    """JSON lines ``{"key", "n"}`` under ``root/landing``, one hourly folder per epoch from 2026-11-01 00:00."""
+    for hour, rows in enumerate(epochs):
+        folder = root / "landing" / "dt=2026-11-01" / f"hour={hour:02d}"
+        folder.mkdir(parents=True)
+        (folder / "part-0000.jsonl").write_text("".join(json.dumps({"key": k, "n": n}) + "\n" for k, n in rows))
