@@ -166,8 +166,8 @@ class EpochRunner:
                 report.sinks[name] = {"duration_s": round(time.monotonic() - sink_started, 3), "table": sink.path}
                 if rows is not None:
                     report.sink_rows[name] = report.sinks[name]["rows_written"] = rows
-                if pending is not None:
-                    self._ack(pending, f"sink:{name}", epoch, ())
+                if pending is not None:  # the sink pre-commits: the checkpoint records its table version
+                    self._ack(pending, f"sink:{name}", epoch, (), sinks=(sink.position(),))
         except BaseException as exc:
             if pending is not None:
                 self._abort(pending, exc)
@@ -256,10 +256,10 @@ class EpochRunner:
         total = sum(delta_io.bytes_added(handle.table_path, v) for v in range(max(since + 1, 0), handle.version + 1))
         return handle.model_copy(update={"bytes_added": total})
 
-    def _ack(self, pending, task: str, epoch: int, handles: Iterable[StateHandle]) -> None:
+    def _ack(self, pending, task: str, epoch: int, handles: Iterable[StateHandle], sinks=()) -> None:
         if len(pending.not_yet_acknowledged) == 1:
             crashpoint("after_last_ack", epoch)
-        ack = self.d.coordinator.acknowledge(pending.checkpoint_id, task, epoch, list(handles))
+        ack = self.d.coordinator.acknowledge(pending.checkpoint_id, task, epoch, list(handles), sinks)
         self._completion = ack.completion if ack.completion is not None else getattr(self, "_completion", None)
 
     def _abort(self, pending, exc: BaseException) -> None:
@@ -368,9 +368,9 @@ class EpochRunner:
         self._reset_backends()
         epoch = None if result.started_empty else int(result.epoch)
         self._drop_checkpoints_after(epoch)
-        self._rewind_sinks(epoch)
+        by_content = self._rewind_sinks(epoch, result.sinks)
         self.d.progress.reset(epoch)
-        if gap := forward_gap(self.d.sinks, position, epoch):
+        if gap := forward_gap({n: self.d.sinks[n] for n in by_content}, position, epoch):
             log.warning("%s", gap)
         return {
             "sink_gap": gap,
@@ -457,10 +457,16 @@ class EpochRunner:
                             int(entry.checkpoint_id), int(entry.metadata.epoch), epoch)
                 store.remove(int(entry.checkpoint_id))
 
-    def _rewind_sinks(self, epoch: int | None) -> None:
+    def _rewind_sinks(self, epoch: int | None, positions=()) -> list[str]:
+        """Bring every sink back to ``epoch``: to its recorded version, else by content; return the latter's names."""
         d = self.d
         producers = {s.name: s for s in d.pipeline.stages}
-        for sink in d.sinks.values():
+        recorded = {p.sink: p for p in positions}
+        by_content = []
+        for name, sink in d.sinks.items():
+            if epoch is not None and sink.restore_version(recorded.get(name)):
+                continue
+            by_content.append(name)
             if sink.spec.mode is SinkMode.APPEND:
                 sink.rewind(epoch)
                 continue
@@ -469,7 +475,11 @@ class EpochRunner:
             view = None
             if epoch is not None and hasattr(stage, "view"):
                 view = stage.view(d.context(stage, epoch), output or stage.outputs[0])
+            elif epoch is not None:
+                log.warning("sink %s: the restored checkpoint holds no version of it to restore, and stage %s has no "
+                            "view() to rebuild it from: it starts empty", name, stage_name)
             sink.rewind(epoch, view)
+        return by_content
 
     @leased("savepoint")
     def savepoint(self, name: str | None = None) -> dict[str, Any]:

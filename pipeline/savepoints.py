@@ -31,7 +31,7 @@ def take_savepoint(runner: EpochRunner, name: str | None = None) -> dict[str, An
     # A savepoint that died before its commit frees its name (and its copy) now.
     in_flight = [p.checkpoint_id for p in d.coordinator.pending_checkpoints()]
     discard_abandoned_savepoints(d.storage, d.coordinator.store, in_flight)
-    tasks = [f"stage:{s.name}" for s in d.pipeline.ordered_stages]
+    tasks = [f"stage:{s.name}" for s in d.pipeline.ordered_stages] + [f"sink:{name}" for name in d.sinks]
     positions = {s.name: {"epoch": epoch, "partition": d.partitioning.key(epoch)} for s in d.pipeline.sources}
     result = d.coordinator.trigger_savepoint(epoch, tasks, positions, name=name, max_parallelism=d.pipeline.max_parallelism)
     if not result.triggered:
@@ -42,6 +42,9 @@ def take_savepoint(runner: EpochRunner, name: str | None = None) -> dict[str, An
         crashpoint("in_savepoint", epoch)
         handles = runner._handles_for_ack(stage, OperatorStateStore(d.operator[stage.name], d.parallelism), pending)
         ack = d.coordinator.acknowledge(pending.checkpoint_id, f"stage:{stage.name}", epoch, handles)
+        completion = ack.completion or completion
+    for name, sink in d.sinks.items():  # the sinks are at the state's position (the last epoch done): record it
+        ack = d.coordinator.acknowledge(pending.checkpoint_id, f"sink:{name}", epoch, (), sinks=(sink.position(),))
         completion = ack.completion or completion
     if completion is None or not completion.succeeded:
         detail = completion.failure.reason.name if completion and completion.failure else "incomplete"

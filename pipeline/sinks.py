@@ -7,14 +7,24 @@
   and ``MERGE`` them on their natural keys: writing the same epoch twice is a
   no-op.
 
-On restore to the end of epoch ``k`` the sinks are rewound with the state:
-APPEND sinks drop rows of epochs after ``k``; UPSERT sinks are rebuilt from the
-restored state (``MaterializedStage.view``). After restoring any checkpoint or
-savepoint and running on, the sinks equal a straight run.
+- An UPSERT sink whose spec names a ``delete_column`` takes deletions too (Flink's
+  ``RowKind.DELETE``, an upsert-kafka tombstone): an input row with that column true
+  deletes its key; the column itself is not stored.
+
+Every checkpoint and savepoint records each sink's Delta version (its
+:class:`SinkPosition`, acknowledged by the sink's task after its write, as a Flink sink
+pre-commits into the checkpoint). Restoring one brings each sink back to that version
+with one Delta ``RESTORE`` commit, whatever the sink's mode and whether or not its
+stage has a ``view()``. Only when the version cannot be restored (a checkpoint from
+before positions were recorded, a savepoint of another deployment's tables, files
+removed by ``VACUUM``) is the sink rewound by content: APPEND sinks drop rows of epochs
+after ``k``; UPSERT sinks are rebuilt from the stage's ``view()`` (empty without one).
+After restoring any checkpoint or savepoint and running on, the sinks equal a straight run.
 """
 
 from __future__ import annotations
 
+import logging
 import posixpath
 
 from pyspark.sql import DataFrame, SparkSession
@@ -23,11 +33,15 @@ from pyspark.sql import types as T
 
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.stage import SinkMode, SinkSpec
+from epochal.state.checkpoint.metadata import SinkPosition
 from epochal.state.delta import io as delta_io
+from epochal.state.delta.paths import same_location
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.delta.tables import create_table, snapshot_table
 
 EPOCH_COLUMN = "epoch"
+
+log = logging.getLogger("epochal.sinks")
 
 
 class DeltaSink:
@@ -52,11 +66,17 @@ class DeltaSink:
             }
             create_table(self.spark, self.path, self.table_schema, props)
 
-    def _conform(self, df: DataFrame) -> DataFrame:
-        missing = [f.name for f in self.spec.schema.fields if f.name not in df.columns]
+    def _conform(self, df: DataFrame, *, deletions: bool = False) -> DataFrame:
+        """The sink's columns, cast to its schema (and the delete column, as a boolean, when ``deletions``)."""
+        delete = self.spec.delete_column if deletions else None
+        wanted = [f.name for f in self.spec.schema.fields] + ([delete] if delete else [])
+        missing = [c for c in wanted if c not in df.columns]
         if missing:
             raise ValueError(f"sink {self.spec.name!r}: input lacks column(s) {missing}; got {df.columns}")
-        return df.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in self.spec.schema.fields])
+        columns = [F.col(f.name).cast(f.dataType).alias(f.name) for f in self.spec.schema.fields]
+        if delete:
+            columns.append(F.coalesce(F.col(delete).cast("boolean"), F.lit(False)).alias(delete))
+        return df.select(*columns)
 
     def write(self, df: DataFrame, epoch: int) -> int | None:
         """Write one epoch's output, idempotently; return the rows it wrote (see :meth:`_rows_written`)."""
@@ -64,14 +84,14 @@ class DeltaSink:
 
         self.ensure()
         before = DeltaLog(self.path).latest_version()
-        self._write(self._conform(df), epoch)
+        self._write(self._conform(df, deletions=True), epoch)
         return self._rows_written(before)
 
     def _rows_written(self, before: int | None) -> int | None:
         """Rows the last write added or changed, from its commit's metrics (no Spark job).
 
-        An append sink: the epoch's rows. An upsert sink: the rows inserted or updated
-        (keys whose full value did not change are not rewritten). 0 when nothing was
+        An append sink: the epoch's rows. An upsert sink: the rows inserted, updated or
+        deleted (keys whose full value did not change are not rewritten). 0 when nothing was
         committed; None when the commit carries no metrics.
         """
         from epochal.state.delta.log import DeltaLog
@@ -81,7 +101,7 @@ class DeltaSink:
         if version is None or version == before:
             return 0
         metrics = log.operation_metrics(version)
-        keys = ("numOutputRows",) if self.spec.mode is SinkMode.APPEND else ("numTargetRowsInserted", "numTargetRowsUpdated")
+        keys = ("numOutputRows",) if self.spec.mode is SinkMode.APPEND else ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
         if not all(k in metrics for k in keys):
             return None
         return sum(int(metrics[k]) for k in keys)
@@ -101,21 +121,52 @@ class DeltaSink:
     def _upsert(self, rows: DataFrame) -> None:
         from delta.tables import DeltaTable
 
-        keys = self.spec.keys
+        keys, delete = self.spec.keys, self.spec.delete_column
         cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
-        values = [f.name for f in self.spec.schema.fields if f.name not in keys]
+        columns = [f.name for f in self.spec.schema.fields]
+        values = [c for c in columns if c not in keys]
         changed = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in values) or "false"
-        (
-            DeltaTable.forPath(self.spark, self.path)
-            .alias("t")
-            .merge(rows.alias("s"), cond)
-            .whenMatchedUpdateAll(condition=changed)
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+        assign = {f"`{c}`": f"s.`{c}`" for c in columns}
+        merge = DeltaTable.forPath(self.spark, self.path).alias("t").merge(rows.alias("s"), cond)
+        if delete:
+            merge = merge.whenMatchedDelete(condition=f"s.`{delete}`")
+            keep = f"NOT s.`{delete}`"
+            merge = merge.whenMatchedUpdate(condition=f"{keep} AND ({changed})", set=assign)
+            merge = merge.whenNotMatchedInsert(condition=keep, values=assign)
+        else:
+            merge = merge.whenMatchedUpdate(condition=changed, set=assign).whenNotMatchedInsert(values=assign)
+        merge.execute()
+
+    def position(self) -> SinkPosition:
+        """The table's current version, for a checkpoint's record (read from the Delta log: no Spark job)."""
+        from epochal.state.delta.log import DeltaLog
+
+        version = DeltaLog(self.path).latest_version() if delta_io.is_delta_table(self.path) else None
+        return SinkPosition(sink=self.spec.name, table_path=self.path, version=version, mode=self.spec.mode.value)
+
+    def restore_version(self, position: SinkPosition | None) -> bool:
+        """Bring the table back to ``position``'s version in one ``RESTORE`` commit; False when it cannot be
+        (no position, another table, the version's files gone), and the caller rewinds by content instead."""
+        from delta.tables import DeltaTable
+
+        from epochal.state.delta.log import DeltaLog
+
+        if position is None or not same_location(position.table_path, self.path) or not delta_io.is_delta_table(self.path):
+            return False
+        if position.version is None:  # the table was created after the checkpoint: it held nothing then
+            return False
+        if DeltaLog(self.path).latest_version() == position.version:
+            return True
+        try:
+            DeltaTable.forPath(self.spark, self.path).restoreToVersion(position.version)
+        except Exception as exc:  # noqa: BLE001 - Delta raises several JVM errors (vacuumed files, log cleaned up)
+            log.warning("sink %s: cannot restore %s to version %s (%s); rewinding it by content instead",
+                        self.spec.name, self.path, position.version, str(exc).splitlines()[0][:300])
+            return False
+        return True
 
     def rewind(self, last_epoch: int | None, view: DataFrame | None = None) -> None:
-        """Make the sink what it was at the end of ``last_epoch`` (None: before the first epoch)."""
+        """Make the sink what it was at the end of ``last_epoch`` (None: before the first epoch), by content."""
         self.ensure()
         if self.spec.mode is SinkMode.APPEND:
             from delta.tables import DeltaTable

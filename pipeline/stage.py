@@ -108,7 +108,14 @@ class SinkSpec:
     mode: SinkMode
     schema: T.StructType
     keys: tuple[str, ...] = ()
+    #: UPSERT only: a boolean column of the input whose true rows delete their key (Flink's ``RowKind.DELETE``).
+    delete_column: str | None = None
 
     def __post_init__(self) -> None:
         if self.mode is SinkMode.UPSERT and not self.keys:
             raise ValueError(f"upsert sink {self.name!r} needs keys=")
+        if self.delete_column is not None and self.mode is not SinkMode.UPSERT:
+            raise ValueError(f"sink {self.name!r}: delete_column= is for upsert sinks (an append sink keeps every row)")
+        if self.delete_column is not None and self.delete_column in {f.name for f in self.schema.fields}:
+            raise ValueError(f"sink {self.name!r}: delete_column {self.delete_column!r} is a column of the sink's "
+                             "schema; it must be an extra column of the input (it is not stored)")

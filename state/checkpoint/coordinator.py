@@ -38,7 +38,7 @@ from epochal.state.errors import (
 from epochal.state.checkpoint.failure import CheckpointFailureManager
 from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook, check_identifiers, restore_hooks, trigger_hooks
 from epochal.state.checkpoint.ids import CheckpointIdCounter
-from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, require_json, serialize
+from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, SinkPosition, require_json, serialize
 from epochal.state.checkpoint.pending import AckResult, CheckpointSpec, PendingCheckpoint, PendingStatus
 from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason as Reason
 from epochal.state.checkpoint.resolve import CheckpointResolver
@@ -345,7 +345,8 @@ class CheckpointCoordinator:
 
     # --------------------------------------------------------------------- ack
     def acknowledge(
-        self, checkpoint_id: int, task: str, epoch: int, handles: Iterable[StateHandle] = ()
+        self, checkpoint_id: int, task: str, epoch: int, handles: Iterable[StateHandle] = (),
+        sinks: Iterable[SinkPosition] = (),
     ) -> Acknowledgement:
         """Record ``task``'s ack of ``checkpoint_id`` for ``epoch``; the last ack completes the checkpoint."""
         handle_list = tuple(handles)
@@ -356,7 +357,7 @@ class CheckpointCoordinator:
         if pending is None:
             known = CheckpointId(checkpoint_id) in self._finished
             return Acknowledgement(AckResult.DISCARDED if known else AckResult.UNKNOWN)
-        result = pending.acknowledge(task, epoch, handle_list, self._clock.now())
+        result = pending.acknowledge(task, epoch, handle_list, self._clock.now(), sinks)
         if result is AckResult.SUCCESS and pending.is_fully_acknowledged:
             return Acknowledgement(result, self._complete(pending))
         return Acknowledgement(result)

@@ -51,6 +51,19 @@ class TaskAckInfo(_Frozen):
     handle_keys: tuple[str, ...] = ()
 
 
+class SinkPosition(_Frozen):
+    """Where a sink's Delta table was when its task acknowledged (Flink's sink pre-commit).
+
+    Restore brings the table back to ``version`` (one ``RESTORE`` commit a reader sees whole).
+    ``version`` is None when the table did not exist yet.
+    """
+
+    sink: str
+    table_path: str
+    version: int | None = Field(default=None, ge=0)
+    mode: str
+
+
 class CheckpointMetadata(_Frozen):
     """Everything needed to restore one completed checkpoint or savepoint."""
 
@@ -66,6 +79,8 @@ class CheckpointMetadata(_Frozen):
     hook_states: dict[str, Any] = Field(default_factory=dict)
     handles: tuple[StateHandle, ...] = ()
     acks: tuple[TaskAckInfo, ...] = ()
+    #: Each sink's table version at this epoch (none in checkpoints written before sinks were recorded).
+    sinks: tuple[SinkPosition, ...] = ()
     max_parallelism: int | None = Field(default=None, ge=1)
     checksum: str
 
@@ -120,6 +135,9 @@ class CheckpointMetadata(_Frozen):
 
     def handle(self, stage: str, state: str) -> StateHandle | None:
         return next((h for h in self.handles if h.stage == stage and h.state == state), None)
+
+    def sink(self, name: str) -> SinkPosition | None:
+        return next((p for p in self.sinks if p.sink == name), None)
 
 
 def canonical_json(value: Any) -> str:

@@ -11,7 +11,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from epochal.config.models import CheckpointMode
 from epochal.state.errors import IllegalCheckpointTransition
-from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, TaskAckInfo
+from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, SinkPosition, TaskAckInfo
 from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
 from epochal.state.handles import StateHandle
 from epochal.state.ids import CheckpointId, Epoch
@@ -60,6 +60,7 @@ class TaskAck(_Frozen):
     epoch: int
     acknowledged_at: AwareDatetime
     handles: tuple[StateHandle, ...] = ()
+    sinks: tuple[SinkPosition, ...] = ()
 
 
 class CheckpointSpec(_Frozen):
@@ -139,7 +140,9 @@ class PendingCheckpoint:
         return self._status is PendingStatus.PENDING and now >= self.spec.deadline
 
     # --------------------------------------------------------- transitions
-    def acknowledge(self, task: str, epoch: int, handles: Iterable[StateHandle], at: datetime) -> AckResult:
+    def acknowledge(
+        self, task: str, epoch: int, handles: Iterable[StateHandle], at: datetime, sinks: Iterable[SinkPosition] = ()
+    ) -> AckResult:
         """Record ``task``'s acknowledgement; never raises for a late, unknown or repeated ack."""
         if self._status is not PendingStatus.PENDING:
             return AckResult.DISCARDED
@@ -149,7 +152,7 @@ class PendingCheckpoint:
             return AckResult.DUPLICATE
         if epoch != self.spec.epoch:
             return AckResult.EPOCH_MISMATCH
-        self._acks[task] = TaskAck(task=task, epoch=epoch, acknowledged_at=at, handles=tuple(handles))
+        self._acks[task] = TaskAck(task=task, epoch=epoch, acknowledged_at=at, handles=tuple(handles), sinks=tuple(sinks))
         return AckResult.SUCCESS
 
     def mark_completed(self, at: datetime) -> None:
@@ -174,7 +177,8 @@ class PendingCheckpoint:
             savepoint_name=spec.savepoint_name, triggered_at=spec.triggered_at, completed_at=completed_at,
             source_positions=spec.source_positions, hook_states=spec.hook_states,
             handles=tuple(h for ack in self.acks for h in ack.handles),
-            acks=tuple(self._ack_info(ack) for ack in self.acks), max_parallelism=spec.max_parallelism,
+            acks=tuple(self._ack_info(ack) for ack in self.acks),
+            sinks=tuple(p for ack in self.acks for p in ack.sinks), max_parallelism=spec.max_parallelism,
         )
 
     def _ack_info(self, ack: TaskAck) -> TaskAckInfo:

@@ -377,6 +377,7 @@ def restore_state(
         checkpoint_id=metadata.checkpoint_id, epoch=metadata.epoch, kind=metadata.kind,
         metadata_path=chosen.plan.metadata_path, source_positions=dict(metadata.source_positions),
         parallelism=parallelism, states=tuple(states), skipped=chosen.skipped, not_restored=chosen.plan.not_restored,
+        sinks=metadata.sinks,
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from pyspark.sql import types as T
 from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook
-from epochal.state.checkpoint.metadata import CheckpointKind
+from epochal.state.checkpoint.metadata import CheckpointKind, SinkPosition
 from epochal.state.checkpoint.storage import CheckpointStorage
 from epochal.state.checkpoint.store import CompletedCheckpointStore
 from epochal.state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, OperatorStateMode
@@ -140,6 +140,7 @@ class RestoreResult(_Frozen):
     states: tuple[RestoredState, ...] = ()
     skipped: tuple[SkippedCheckpoint, ...] = ()
     not_restored: tuple[str, ...] = ()  # states in the checkpoint that no target claimed
+    sinks: tuple[SinkPosition, ...] = ()  # each sink's table version at the restored epoch (to rewind them to)
 
     @property
     def started_empty(self) -> bool:
