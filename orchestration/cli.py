@@ -141,6 +141,7 @@ def _checkpoint_row(runner, c) -> dict[str, Any]:
         "state_rows": m.state_rows,
         "state_bytes": m.state_bytes,
         "bytes_written": m.bytes_written,
+        "parallelism": m.parallelism,
         "metadata_path": c.metadata_path,
     }
 

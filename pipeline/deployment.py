@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from pyspark.sql import SparkSession
 
 from epochal.config import Settings
@@ -17,6 +19,9 @@ from epochal.state.delta.paths import to_spark
 from epochal.state.handles import StateHandle
 from epochal.state.backends.keyed import KeyedStateBackend
 from epochal.state.backends.operator import OperatorStateBackend, OperatorStateStore
+
+
+log = logging.getLogger("epochal.deployment")
 
 
 class CrashAwareCoordinator(CheckpointCoordinator):
@@ -43,11 +48,19 @@ class Deployment:
         self.progress = ProgressStore(self.storage)
         self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock)
         self.shared_root = to_spark(self.storage.shared_url)
-        self.parallelism = settings.spark.parallelism
+        self.parallelism = self._recorded_parallelism() or settings.spark.parallelism
         warehouse = to_spark(settings.warehouse)
         self.sinks = {s.name: DeltaSink(spark, warehouse, s) for s in pipeline.sinks}
         self.keyed = {s.name: KeyedStateBackend(spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism) for s in pipeline.stages}
         self.operator = {s.name: OperatorStateBackend(spark, self.shared_root, s.name) for s in pipeline.stages}
+
+    def _recorded_parallelism(self) -> int | None:
+        """The parallelism a restore (``--parallelism``) set, which the configuration's does not override."""
+        recorded = self.progress._parallelism() if self.progress.exists() else None
+        if recorded is not None and recorded != self.settings.spark.parallelism:
+            log.info("running with parallelism %s (set by `epochal restore --parallelism`); the configuration's "
+                     "spark.parallelism %s applies again only through another restore", recorded, self.settings.spark.parallelism)
+        return recorded
 
     def context(self, stage: Stage, epoch: int, store: OperatorStateStore | None = None) -> StageContext:
         info = self.partitioning.info(epoch)

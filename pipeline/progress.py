@@ -30,6 +30,8 @@ class Progress:
     #: An unfinished restore, checked and chosen: ``{"pointer": id or path, "parallelism": int or None}``
     #: or ``{"empty": true}`` (see :meth:`ProgressStore.restoring`).
     restoring: dict[str, Any] | None = None
+    #: The parallelism the pipeline runs with, once ``restore --parallelism`` changed it (None: the config's).
+    parallelism: int | None = None
 
     @property
     def clean(self) -> bool:
@@ -59,10 +61,14 @@ class ProgressStore:
         raw = self._storage.read(self._path)
         try:
             data = json.loads(raw)
-            progress = Progress(data.get("last_done_epoch"), data.get("in_progress"), data.get("restoring"))
+            progress = Progress(data.get("last_done_epoch"), data.get("in_progress"), data.get("restoring"),
+                                data.get("parallelism"))
             epochs = (progress.last_done_epoch, progress.in_progress)
             if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in epochs):
                 raise ValueError(f"epochs must be null or integers >= 0, got {data}")
+            p = progress.parallelism
+            if p is not None and (not isinstance(p, int) or isinstance(p, bool) or p < 1):
+                raise ValueError(f"parallelism must be null or an integer >= 1, got {p!r}")
             if progress.restoring is not None and not isinstance(progress.restoring, dict):
                 raise ValueError(f"restoring must be null or an object, got {progress.restoring!r}")
         except (ValueError, AttributeError) as exc:
@@ -77,14 +83,22 @@ class ProgressStore:
         self._storage.write_atomic(self._path, json.dumps(asdict(progress)).encode())
 
     def start(self, epoch: int) -> None:
-        self.save(Progress(self.load().last_done_epoch, epoch))
+        current = self.load()
+        self.save(Progress(current.last_done_epoch, epoch, parallelism=current.parallelism))
 
     def restoring(self, target: dict[str, Any], *, last_done_epoch: int | None) -> None:
         """Mark a restore as started (before it changes anything); :meth:`reset` ends it."""
-        self.save(Progress(last_done_epoch, None, dict(target)))
+        self.save(Progress(last_done_epoch, None, dict(target), self._parallelism()))
 
     def done(self, epoch: int) -> None:
-        self.save(Progress(epoch, None))
+        self.save(Progress(epoch, None, parallelism=self._parallelism()))
 
-    def reset(self, last_done_epoch: int | None) -> None:
-        self.save(Progress(last_done_epoch, None))
+    def reset(self, last_done_epoch: int | None, *, parallelism: int | None = None) -> None:
+        """End a restore at ``last_done_epoch``; ``parallelism`` (a rescale) is kept from then on."""
+        self.save(Progress(last_done_epoch, None, parallelism=parallelism or self._parallelism()))
+
+    def _parallelism(self) -> int | None:
+        try:
+            return self.load().parallelism
+        except PipelineError:  # a corrupt file is being rewritten by a restore
+            return None

@@ -8,6 +8,8 @@
 3. an import path ``package.module:factory`` (the module on ``sys.path``, e.g. ``PYTHONPATH``).
 
 The target is a factory ``factory(settings) -> Pipeline`` or a :class:`Pipeline` object.
+The package that holds it travels to Spark's Python workers by value (cloudpickle), so
+per-key and per-subtask functions run on a cluster whose workers do not have it installed.
 Every failure is a :class:`PipelineDefinitionError` naming what failed (the module, the
 attribute, or what the factory returned), raised before any Spark work.
 """
@@ -15,6 +17,7 @@ attribute, or what the factory returned), raised before any Spark work.
 from __future__ import annotations
 
 import importlib
+import sys
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
@@ -72,13 +75,26 @@ def _import_path(ref: str) -> Any:
     return target
 
 
+def _ship_by_value(target: Any) -> None:
+    """Have Spark's workers get the user's package by value (its functions and classes pickled whole)."""
+    from pyspark import cloudpickle
+
+    top = (getattr(target, "__module__", None) or getattr(target, "__name__", "") or "").split(".")[0]
+    if top and top != "epochal" and top in sys.modules:
+        cloudpickle.register_pickle_by_value(sys.modules[top])
+
+
 def resolve_pipeline(ref: str) -> Callable[[Settings], Pipeline] | Pipeline:
     """The factory or Pipeline that ``ref`` (the ``pipeline`` setting) names."""
     if ref in PIPELINES:
         return PIPELINES[ref]
     if ":" in ref:
-        return _import_path(ref)
+        target = _import_path(ref)
+        _ship_by_value(target)
+        return target
     registered = _registered(ref)
+    if registered is not None:
+        _ship_by_value(registered)
     if registered is None:
         known = sorted(set(PIPELINES) | {e.name for e in entry_points(group=ENTRY_POINT_GROUP)})
         raise PipelineDefinitionError(

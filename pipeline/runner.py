@@ -369,7 +369,9 @@ class EpochRunner:
         epoch = None if result.started_empty else int(result.epoch)
         self._drop_checkpoints_after(epoch)
         by_content = self._rewind_sinks(epoch, result.sinks)
-        self.d.progress.reset(epoch)
+        if parallelism is not None:  # a rescale: the pipeline runs with it from now on (recorded with the position)
+            self.d.parallelism = parallelism
+        self.d.progress.reset(epoch, parallelism=parallelism)
         if gap := forward_gap({n: self.d.sinks[n] for n in by_content}, position, epoch):
             log.warning("%s", gap)
         return {

@@ -163,22 +163,28 @@ class OperatorStateBackend:
 
 
 def redistribute(spark, stored: DataFrame, mode: OperatorStateMode, parallelism: int) -> DataFrame:
-    """Flink's operator-state repartitioning, in Spark."""
+    """Flink's operator-state repartitioning, in Spark: once, when the state was written at another parallelism.
+
+    Rows written at ``parallelism`` stay with their subtask (a subtask sees its own list, epoch after
+    epoch, so a union list written back does not grow). Rows written at another parallelism are
+    redistributed by mode: split lists cut into contiguous runs, union lists given whole to every
+    subtask; the next write stores them at ``parallelism``. Broadcast state is one map on every subtask.
+    """
     if parallelism < 1:
         raise ValueError(f"parallelism must be >= 1, got {parallelism}")
     subtasks = spark.range(parallelism).select(F.col("id").cast("int").alias("subtask"))
     if mode is OperatorStateMode.BROADCAST:
         entries = stored.select("map_key", "value")
         return subtasks.crossJoin(entries).select("subtask", "map_key", "value")
+    same = F.col("parallelism") == F.lit(parallelism)
+    kept = stored.where(same).select("subtask", F.col("subtask").alias("old_subtask"), "ord", "value")
+    moved = stored.where(~same)
     if mode is OperatorStateMode.UNION:
-        elements = stored.select(F.col("subtask").alias("old_subtask"), "ord", "value")
-        return (
-            subtasks.crossJoin(elements)
-            .select("subtask", F.col("old_subtask"), "ord", "value")
-        )
+        elements = moved.select(F.col("subtask").alias("old_subtask"), "ord", "value")
+        return kept.unionByName(subtasks.crossJoin(elements).select("subtask", "old_subtask", "ord", "value"))
     everything = Window.orderBy("subtask", "ord")
     total = Window.partitionBy()
-    indexed = stored.select(
+    indexed = moved.select(
         F.col("subtask").alias("old_subtask"),
         "ord",
         "value",
@@ -186,7 +192,7 @@ def redistribute(spark, stored: DataFrame, mode: OperatorStateMode, parallelism:
         F.count(F.lit(1)).over(total).alias("__n"),
     )
     new = F.floor(F.col("__i") * F.lit(parallelism) / F.col("__n")).cast("int")
-    return indexed.select(new.alias("subtask"), "old_subtask", "ord", "value")
+    return kept.unionByName(indexed.select(new.alias("subtask"), "old_subtask", "ord", "value"))
 
 
 # -- CheckpointedFunction ---------------------------------------------------------------------

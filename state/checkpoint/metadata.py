@@ -25,12 +25,19 @@ from epochal.state.errors import CorruptMetadataError, InvalidCheckpointRequest,
 from epochal.state.handles import StateHandle
 from epochal.state.ids import CheckpointId, Epoch
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CHECKSUM_PREFIX = "sha256:"
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _v1_to_v2(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 records each sink's table version (``sinks``); a version-1 checkpoint recorded none."""
+    return {**document, "format_version": 2, "sinks": []}
+
+
 # version n -> the function turning a version-n document into a version n+1 document.
-MIGRATIONS: Mapping[int, Migration] = {}
+MIGRATIONS: Mapping[int, Migration] = {1: _v1_to_v2}
 
 
 class CheckpointKind(str, Enum):
@@ -128,6 +135,12 @@ class CheckpointMetadata(_Frozen):
     def bytes_written(self) -> int:
         """Bytes this checkpoint added (the sum of the handles' ``bytes_added``)."""
         return sum(h.bytes_added for h in self.handles)
+
+    @property
+    def parallelism(self) -> int | None:
+        """The parallelism the state was written with (its handles'; None when they record none)."""
+        recorded = {h.parallelism for h in self.handles if h.parallelism is not None}
+        return max(recorded) if recorded else None
 
     @property
     def duration_s(self) -> float:

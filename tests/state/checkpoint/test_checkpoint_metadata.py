@@ -1,4 +1,4 @@
-"""_metadata: frozen model, checksum, serialisation, migration chain, golden file of format v1."""
+"""_metadata: frozen model, checksum, serialisation, migration chain, golden files of formats v1 and v2."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from epochal.state.checkpoint.metadata import (
     FORMAT_VERSION,
     CheckpointKind,
     CheckpointMetadata,
+    SinkPosition,
     TaskAckInfo,
     content_checksum,
     deserialize,
@@ -26,6 +27,7 @@ from epochal.state.handles import StateHandle, StateKind
 from tests.support.paths import DATA
 
 GOLDEN_V1 = DATA / "metadata_v1.json"
+GOLDEN_V2 = DATA / "metadata_v2.json"
 T0 = datetime(2026, 11, 1, 13, 0, tzinfo=timezone.utc)
 
 
@@ -38,8 +40,8 @@ def _handle(stage: str, state: str, version: int, *, rows: int, bytes_added: int
     )
 
 
-def golden_metadata() -> CheckpointMetadata:
-    """The record tests/data/metadata_v1.json holds (format version 1)."""
+def golden_metadata(**extra) -> CheckpointMetadata:
+    """The record tests/data/metadata_v1.json holds (read as the current version); ``extra`` adds fields."""
     handles = (_handle("dedupe", "seen", 3, rows=120, bytes_added=512), _handle("sessions", "open", 2, rows=10, bytes_added=100))
     return CheckpointMetadata.create(
         checkpoint_id=42, epoch=7, kind=CheckpointKind.CHECKPOINT, mode=CheckpointMode.INCREMENTAL,
@@ -53,7 +55,16 @@ def golden_metadata() -> CheckpointMetadata:
             TaskAckInfo(task="user_totals", acknowledged_at=T0 + timedelta(seconds=12), latency_s=12.0),
         ),
         max_parallelism=128,
+        **extra,
     )
+
+
+def golden_v2() -> CheckpointMetadata:
+    """The record tests/data/metadata_v2.json holds: v1's, with its sinks' table versions."""
+    return golden_metadata(sinks=(
+        SinkPosition(sink="user_totals", table_path="file:///tmp/epochal-test/warehouse/user_totals", version=9, mode="upsert"),
+        SinkPosition(sink="late_events", table_path="file:///tmp/epochal-test/warehouse/late_events", version=None, mode="append"),
+    ))
 
 
 def test_round_trip_and_frozen() -> None:
@@ -71,13 +82,20 @@ def test_derived_values() -> None:
     assert meta.handle("dedupe", "seen").version == 3 and meta.handle("x", "y") is None
 
 
-def test_golden_file_v1_reads_and_is_stable() -> None:
-    """Format version 1 must keep reading; and what we write today is still exactly v1."""
-    data = GOLDEN_V1.read_bytes()
-    meta = deserialize(data, path=str(GOLDEN_V1))
+def test_golden_file_v1_reads_as_v2_without_sink_versions() -> None:
+    """Format version 1 must keep reading: upgraded, it records no sink versions (restore rewinds by content)."""
+    meta = deserialize(GOLDEN_V1.read_bytes(), path=str(GOLDEN_V1))
     assert meta == golden_metadata()
-    assert meta.format_version == 1
-    assert serialize(golden_metadata()) == data
+    assert meta.format_version == FORMAT_VERSION == 2
+    assert meta.sinks == () and meta.sink("user_totals") is None
+
+
+def test_golden_file_v2_reads_and_is_stable() -> None:
+    """What we write today is exactly v2."""
+    data = GOLDEN_V2.read_bytes()
+    assert deserialize(data, path=str(GOLDEN_V2)) == golden_v2()
+    assert serialize(golden_v2()) == data
+    assert golden_v2().sink("user_totals").version == 9
 
 
 def test_checksum_detects_an_edit() -> None:
