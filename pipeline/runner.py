@@ -1,9 +1,10 @@
 """The epoch runner: DESIGN section 3, one epoch at a time.
 
-For each epoch: trigger (when a checkpoint is due), plan the sources (recorded
-before reading), run the stages in DAG order (stateful stages write only the
-keys that changed), write the sinks idempotently, collect every ack, complete
-the checkpoint (``_metadata``, then the store commit), then retention.
+Each epoch is one transaction (:mod:`epochal.pipeline.epoch`): begin (trigger when a
+checkpoint is due), plan the sources (recorded before reading), process the stages in
+DAG order, snapshot and ack their state, write the sinks and ack their versions,
+complete the checkpoint, retain, done. The runner decides which epochs run, and
+recovers, restores and takes savepoints.
 
 ``progress.json`` marks an epoch in progress before it touches anything; a run
 that finds one in progress restores the latest completed checkpoint (state and
@@ -17,25 +18,18 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame
 
-from epochal.config import CheckpointMode
 from epochal.pipeline.deployment import Deployment
-from epochal.pipeline.errors import PipelineError, StageError
+from epochal.pipeline.epoch import EpochTransaction
+from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.faults import crashpoint
 from epochal.pipeline.lease import leased
 from epochal.pipeline.savepoints import take_savepoint
 from epochal.pipeline.sinks import forward_gap, refuse_written_sinks
-from epochal.pipeline.sources import SourceBatch, batch_from_position
-from epochal.pipeline.stage import SinkMode, Stage
+from epochal.pipeline.stage import SinkMode
 from epochal.state.checkpoint import CompletedCheckpoint
-from epochal.state.checkpoint.metadata import CheckpointKind
-from epochal.state.handles import StateHandle
-from epochal.state.backends.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
-from epochal.state.checkpoint.retention import release_subsumed
 
 log = logging.getLogger("epochal.runner")
 
@@ -142,162 +136,19 @@ class EpochRunner:
 
     @leased("run")
     def run_epoch(self, epoch: int, *, replan: bool = False, force_checkpoint: bool = False) -> EpochReport:
-        d = self.d
-        info = d.partitioning.info(epoch)
+        """Run one epoch as one transaction (:class:`epochal.pipeline.epoch.EpochTransaction`)."""
         started = time.monotonic()
-        report = EpochReport(epoch, info.partition, 0.0)
-        d.progress.start(epoch)
-        pending = self._trigger(epoch, report) if (force_checkpoint or self.checkpoint_due(epoch)) else None
-        crashpoint("after_trigger", epoch)
-        batches = {s.name: self._plan(s, epoch, replan) for s in d.pipeline.sources}
-        crashpoint("after_plan", epoch)
-        outputs: dict[str, Any] = dict(batches)
-        persisted: list[DataFrame] = []
-        try:
-            for stage in d.pipeline.ordered_stages:
-                stage_started = time.monotonic()
-                self._run_stage(stage, epoch, outputs, persisted, pending)
-                report.stages[stage.name] = {"duration_s": round(time.monotonic() - stage_started, 3)}
-            for name, sink in d.sinks.items():
-                crashpoint("in_sink", epoch)
-                sink_started = time.monotonic()
-                frame = outputs[sink.spec.input]
-                rows = sink.write(frame, epoch)
-                report.sinks[name] = {"duration_s": round(time.monotonic() - sink_started, 3), "table": sink.path}
-                if rows is not None:
-                    report.sink_rows[name] = report.sinks[name]["rows_written"] = rows
-                if pending is not None:  # the sink pre-commits: the checkpoint records its table version
-                    self._ack(pending, f"sink:{name}", epoch, (), sinks=(sink.position(),))
-        except BaseException as exc:
-            if pending is not None:
-                self._abort(pending, exc)
-            raise
-        finally:
-            for df in persisted:
-                df.unpersist()
-        self._finish(pending, report)
-        d.progress.done(epoch)
-        crashpoint("after_epoch", epoch)
+        report = EpochReport(epoch, self.d.partitioning.info(epoch).partition, 0.0)
+        checkpoint = force_checkpoint or self.checkpoint_due(epoch)
+        EpochTransaction(self.d, epoch, report, checkpoint=checkpoint, replan=replan).run()
+        if report.checkpoint_status == "completed":
+            self._last_checkpoint_epoch = epoch
         report.duration_s = round(time.monotonic() - started, 3)
         if self.on_epoch:
             self.on_epoch(report)
         return report
 
-    def _trigger(self, epoch: int, report: EpochReport):
-        positions = {s.name: {"epoch": epoch, "partition": self.d.partitioning.key(epoch)} for s in self.d.pipeline.sources}
-        result = self.d.coordinator.trigger(
-            epoch, self.d.pipeline.tasks, positions, max_parallelism=self.d.pipeline.max_parallelism
-        )
-        if not result.triggered:
-            report.checkpoint_status = "declined"
-            report.checkpoint_detail = result.reason.name if result.reason else None
-            log.warning("checkpoint for epoch %s declined: %s", epoch, report.checkpoint_detail)
-            return None
-        report.checkpoint_id = int(result.checkpoint_id)
-        return result.pending
-
-    def _plan(self, source, epoch: int, replan: bool) -> SourceBatch:
-        storage = self.d.storage
-        path = self.d.plan_path(source.name, epoch)
-        if not replan and storage.exists(path):
-            return batch_from_position(source.name, json.loads(storage.read(path)))
-        batch = source.plan(self.d.partitioning.info(epoch))
-        storage.write_atomic(path, json.dumps(batch.position, sort_keys=True).encode())
-        return batch
-
-    def _run_stage(self, stage: Stage, epoch: int, outputs: dict[str, Any], persisted: list, pending) -> None:
-        d = self.d
-        store = OperatorStateStore(d.operator[stage.name], d.parallelism)
-        ctx = d.context(stage, epoch, store)
-        if hasattr(stage, "initialize_state"):
-            initialize_function(stage, store, is_restored=epoch > 0, keyed=ctx.keyed)
-        inputs = {ref: outputs[ref] for ref in stage.inputs}
-        crashpoint("in_stage", epoch)
-        try:
-            produced = dict(stage.process(ctx, inputs))
-        except PipelineError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the user-code boundary
-            raise StageError(stage.name, epoch, ctx.partition, exc) from exc
-        consumers = self.d.pipeline.consumer_counts
-        for out, frame in produced.items():
-            ref = f"{stage.name}.{out}"
-            if isinstance(frame, DataFrame) and consumers.get(ref, 0) + consumers.get(stage.name, 0) > 1:
-                frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
-                persisted.append(frame)
-            outputs[ref] = frame
-            if len(stage.outputs) == 1:
-                outputs[stage.name] = frame
-        if hasattr(stage, "snapshot_state"):
-            stage.snapshot_state(FunctionSnapshotContext(pending.checkpoint_id if pending else None, epoch))
-        store.flush()
-        crashpoint("after_state_write", epoch)
-        if pending is not None:
-            self._ack(pending, f"stage:{stage.name}", epoch, self._handles_for_ack(stage, store, pending))
-
-    def _handles_for_ack(self, stage: Stage, store: OperatorStateStore, pending) -> list[StateHandle]:
-        latest = self.d.coordinator.store.latest()
-        handles = [self._written_since(latest, h) for h in self.d.state_handles(stage, store)]
-        if pending.spec.mode is CheckpointMode.FULL or pending.spec.kind is CheckpointKind.SAVEPOINT:
-            from epochal.state.checkpoint.snapshots import materialize_handles
-
-            handles = materialize_handles(self.d.spark, self.d.storage, handles, pending)
-        return handles
-
-    @staticmethod
-    def _written_since(latest: CompletedCheckpoint | None, handle: StateHandle) -> StateHandle:
-        """Bytes this checkpoint wrote for a table: every version since the previous checkpoint's."""
-        from epochal.state.delta import io as delta_io
-
-        previous = latest.metadata.handle(handle.stage, handle.state) if latest is not None else None
-        since = previous.version if previous is not None and previous.table_path == handle.table_path else -1
-        if since >= handle.version:
-            return handle.model_copy(update={"bytes_added": 0})
-        total = sum(delta_io.bytes_added(handle.table_path, v) for v in range(max(since + 1, 0), handle.version + 1))
-        return handle.model_copy(update={"bytes_added": total})
-
-    def _ack(self, pending, task: str, epoch: int, handles: Iterable[StateHandle], sinks=()) -> None:
-        if len(pending.not_yet_acknowledged) == 1:
-            crashpoint("after_last_ack", epoch)
-        ack = self.d.coordinator.acknowledge(pending.checkpoint_id, task, epoch, list(handles), sinks)
-        self._completion = ack.completion if ack.completion is not None else getattr(self, "_completion", None)
-
-    def _abort(self, pending, exc: BaseException) -> None:
-        from epochal.state.checkpoint import CheckpointFailureReason
-
-        try:
-            self.d.coordinator.abort(pending.checkpoint_id, CheckpointFailureReason.TASK_FAILURE, f"{type(exc).__name__}: {exc}")
-        except Exception:  # noqa: BLE001 - never hide the original failure
-            log.exception("aborting checkpoint %s failed", pending.checkpoint_id)
-
-    def _finish(self, pending, report: EpochReport) -> None:
-        completion = getattr(self, "_completion", None)
-        self._completion = None
-        if pending is None:
-            return
-        if completion is None or not completion.succeeded:
-            report.checkpoint_status = "failed"
-            report.checkpoint_detail = None if completion is None or completion.failure is None else str(completion.failure.reason.name)
-            return
-        meta = completion.completed.metadata
-        report.checkpoint_status = "completed"
-        report.state_rows, report.state_bytes, report.bytes_written = meta.state_rows, meta.state_bytes, meta.bytes_written
-        report.metadata_path = completion.completed.metadata_path
-        for handle in meta.handles:
-            entry = report.stages.setdefault(handle.stage, {})
-            entry["state_rows"] = entry.get("state_rows", 0) + handle.rows
-            entry["state_bytes"] = entry.get("state_bytes", 0) + handle.bytes_total
-            entry["bytes_written"] = entry.get("bytes_written", 0) + handle.bytes_added
-            entry.setdefault("tables", {})[handle.state] = handle.table_path
-        self._last_checkpoint_epoch = int(meta.epoch)
-        crashpoint("in_retention", int(meta.epoch))
-        self.release()
-
     # -- retention, restore, savepoints -------------------------------------------------------
-
-    def release(self) -> None:
-        """Drop subsumed checkpoints and the shared files only they needed."""
-        release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage)
 
     def _recover_before_run(self, from_: str | None) -> tuple[dict[str, Any] | None, bool]:
         """Restore first if the last run or restore died (or the run position file is gone); return

@@ -40,6 +40,7 @@ from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook, check_ident
 from epochal.state.checkpoint.ids import CheckpointIdCounter
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, SinkPosition, require_json, serialize
 from epochal.state.checkpoint.pending import AckResult, CheckpointSpec, PendingCheckpoint, PendingStatus
+from epochal.state.errors import IllegalCheckpointTransition
 from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason as Reason
 from epochal.state.checkpoint.resolve import CheckpointResolver
 from epochal.state.checkpoint.stats import CheckpointStatsTracker
@@ -346,9 +347,13 @@ class CheckpointCoordinator:
     # --------------------------------------------------------------------- ack
     def acknowledge(
         self, checkpoint_id: int, task: str, epoch: int, handles: Iterable[StateHandle] = (),
-        sinks: Iterable[SinkPosition] = (),
+        sinks: Iterable[SinkPosition] = (), *, complete_when_acknowledged: bool = True,
     ) -> Acknowledgement:
-        """Record ``task``'s ack of ``checkpoint_id`` for ``epoch``; the last ack completes the checkpoint."""
+        """Record ``task``'s ack of ``checkpoint_id`` for ``epoch``.
+
+        The last ack completes the checkpoint (Flink's coordinator does the same), unless
+        ``complete_when_acknowledged`` is False: then the caller completes it with :meth:`complete`.
+        """
         handle_list = tuple(handles)
         if any(not isinstance(h, StateHandle) for h in handle_list):
             raise InvalidCheckpointRequest("An acknowledgement carries StateHandle objects only.", task=task)
@@ -358,9 +363,29 @@ class CheckpointCoordinator:
             known = CheckpointId(checkpoint_id) in self._finished
             return Acknowledgement(AckResult.DISCARDED if known else AckResult.UNKNOWN)
         result = pending.acknowledge(task, epoch, handle_list, self._clock.now(), sinks)
-        if result is AckResult.SUCCESS and pending.is_fully_acknowledged:
+        if result is AckResult.SUCCESS and pending.is_fully_acknowledged and complete_when_acknowledged:
             return Acknowledgement(result, self._complete(pending))
         return Acknowledgement(result)
+
+    def complete(self, checkpoint_id: int) -> Completion:
+        """Complete a fully acknowledged checkpoint: ``_metadata``, then the store commit.
+
+        A checkpoint that expired or was aborted meanwhile is reported as it failed; one still
+        waiting for acks is an :class:`IllegalCheckpointTransition` (a caller's bug).
+        """
+        self.expire_overdue()
+        pending = self._pending.get(CheckpointId(checkpoint_id))
+        if pending is None:
+            status = self._finished.get(CheckpointId(checkpoint_id))
+            reason = Reason.CHECKPOINT_EXPIRED if status is PendingStatus.EXPIRED else Reason.CHECKPOINT_DECLINED
+            detail = f"checkpoint {checkpoint_id} is no longer pending ({status.value if status else 'unknown'})"
+            return Completion(CheckpointId(checkpoint_id), failure=self._failure(checkpoint_id, reason, detail))
+        if not pending.is_fully_acknowledged:
+            raise IllegalCheckpointTransition(
+                f"Checkpoint {pending.checkpoint_id} cannot complete: waiting for {sorted(pending.not_yet_acknowledged)}.",
+                checkpoint_id=pending.checkpoint_id,
+            )
+        return self._complete(pending)
 
     # -------------------------------------------------------------- completion
     def _complete(self, pending: PendingCheckpoint) -> Completion:

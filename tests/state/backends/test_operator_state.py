@@ -44,9 +44,22 @@ def test_split_redistribution_neither_loses_nor_duplicates(spark, tmp_path_facto
     got = backend.read(d, new_parallelism).collect()
     assert Counter(r.value for r in got) == Counter(v for values in per_subtask for v in values)
     sizes = Counter(r.subtask for r in got)
-    if got:
+    if new_parallelism == len(per_subtask):  # the parallelism it was written at: every subtask keeps its own list
+        assert Counter((r.subtask, r.value) for r in got) == Counter((s, v) for s, vs in enumerate(per_subtask) for v in vs)
+    elif got:
         assert set(sizes) <= set(range(new_parallelism))
         assert max(sizes.values()) - min(sizes.get(s, 0) for s in range(new_parallelism)) <= 1
+
+
+def test_union_state_at_its_own_parallelism_stays_with_each_subtask(spark, tmp_path):
+    """Read back at the parallelism it was written at, a union list is each subtask's own: written back
+    every epoch, it does not grow (it is given whole to every subtask only after a rescale)."""
+    backend = OperatorStateBackend(spark, str(tmp_path), "s")
+    union = UnionListOperatorState("watermarks", T.LongType())
+    backend.write(union, spark.createDataFrame([(0, 10), (1, 20)], "subtask int, value long"), parallelism=2)
+    for _ in range(3):
+        backend.write(union, backend.read(union, 2), parallelism=2)
+    assert sorted((r.subtask, r.value) for r in backend.read(union, 2).collect()) == [(0, 10), (1, 20)]
 
 
 def test_union_and_broadcast_give_every_subtask_everything(spark, tmp_path):

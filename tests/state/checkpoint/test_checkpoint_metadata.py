@@ -12,6 +12,7 @@ from epochal.config.models import CheckpointMode
 from epochal.state.errors import CorruptMetadataError, InvalidCheckpointRequest, UnsupportedMetadataVersion
 from epochal.state.checkpoint.metadata import (
     FORMAT_VERSION,
+    MIGRATIONS,
     CheckpointKind,
     CheckpointMetadata,
     SinkPosition,
@@ -125,7 +126,7 @@ def test_valid_checksum_but_invalid_content_is_corrupt() -> None:
     document = json.loads(serialize(golden_metadata()))
     document["epoch"] = -1
     document["checksum"] = content_checksum(document)
-    with pytest.raises(CorruptMetadataError, match="does not match format version 1"):
+    with pytest.raises(CorruptMetadataError, match=f"does not match format version {FORMAT_VERSION}"):
         deserialize(json.dumps(document).encode(), path="p")
 
 
@@ -137,12 +138,12 @@ def _document(version: int, **extra) -> dict:
 
 def test_unknown_newer_version_has_no_upgrade_path() -> None:
     data = json.dumps(_document(FORMAT_VERSION + 1)).encode()
-    with pytest.raises(UnsupportedMetadataVersion, match=r"format version 2 \(written by a newer epochal\?\): no upgrade path to format version 1"):
+    with pytest.raises(UnsupportedMetadataVersion, match=rf"format version {FORMAT_VERSION + 1} \(written by a newer epochal\?\): no upgrade path to format version {FORMAT_VERSION}"):
         deserialize(data, path="p")
 
 
 def test_older_version_without_migration_has_no_upgrade_path() -> None:
-    with pytest.raises(UnsupportedMetadataVersion, match="format version 0: no upgrade path to format version 1"):
+    with pytest.raises(UnsupportedMetadataVersion, match=f"format version 0: no upgrade path to format version {FORMAT_VERSION}"):
         deserialize(json.dumps(_document(0)).encode(), path="p")
 
 
@@ -167,8 +168,9 @@ def test_deserialize_applies_a_migration_and_restamps_the_checksum() -> None:
     old = _document(0)
     del old["max_parallelism"]
     old["checksum"] = content_checksum(old)
-    meta = deserialize(json.dumps(old).encode(), path="p", migrations={0: lambda d: {**d, "max_parallelism": None}})
-    assert meta.format_version == 1 and meta.max_parallelism is None
+    migrations = {**MIGRATIONS, 0: lambda d: {**d, "max_parallelism": None}}
+    meta = deserialize(json.dumps(old).encode(), path="p", migrations=migrations)
+    assert meta.format_version == FORMAT_VERSION and meta.max_parallelism is None
     assert meta.checksum == content_checksum(meta.model_dump(mode="json"))
 
 

@@ -1,0 +1,294 @@
+"""One epoch as one transaction (DESIGN section 3), and a savepoint as the same transaction without data.
+
+:class:`EpochTransaction` has one named call per step, in this order::
+
+    begin -> plan -> process -> snapshot_and_ack -> write_sinks -> complete -> retain -> done
+
+``begin`` marks the epoch in progress (``progress.json``) and triggers a checkpoint when
+one is due; ``plan`` fixes (and records) what each source reads; ``process`` runs the stages
+in DAG order; ``snapshot_and_ack`` calls each stage's ``snapshot_state``, writes its changed
+operator state and acknowledges its state handles; ``write_sinks`` writes each sink
+idempotently and acknowledges its table version (the sink's pre-commit); ``complete`` is
+an explicit call to the coordinator (``_metadata``, then the store commit), never a side
+effect of the last ack; ``retain`` drops subsumed checkpoints; ``done`` moves the run
+position. A failure between ``begin`` and ``complete`` aborts the pending checkpoint.
+
+:class:`SavepointTransaction` shares ``snapshot_and_ack``, the sinks' acks and ``complete``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Iterable
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+
+from epochal.config import CheckpointMode
+from epochal.pipeline.errors import PipelineError, StageError
+from epochal.pipeline.faults import crashpoint
+from epochal.pipeline.sources import SourceBatch, batch_from_position
+from epochal.pipeline.stage import Stage
+from epochal.state.backends.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
+from epochal.state.checkpoint import CompletedCheckpoint
+from epochal.state.checkpoint.metadata import CheckpointKind
+from epochal.state.checkpoint.retention import release_subsumed
+from epochal.state.handles import StateHandle
+
+if TYPE_CHECKING:
+    from epochal.pipeline.deployment import Deployment
+    from epochal.pipeline.runner import EpochReport
+
+log = logging.getLogger("epochal.epoch")
+
+
+class _CheckpointingTransaction:
+    """What epochs and savepoints share: acknowledging state and sinks, and completing explicitly."""
+
+    def __init__(self, d: Deployment, epoch: int) -> None:
+        self.d = d
+        self.epoch = epoch
+        self.pending = None
+        self.completion = None
+
+    def _ack(self, task: str, handles: Iterable[StateHandle] = (), sinks=()) -> None:
+        if len(self.pending.not_yet_acknowledged) == 1:
+            crashpoint("after_last_ack", self.epoch)
+        self.d.coordinator.acknowledge(
+            self.pending.checkpoint_id, task, self.epoch, list(handles), sinks, complete_when_acknowledged=False
+        )
+
+    def _ack_stage(self, stage: Stage, store: OperatorStateStore) -> None:
+        self._ack(f"stage:{stage.name}", self._handles(stage, store))
+
+    def _ack_sink(self, name: str) -> None:
+        self._ack(f"sink:{name}", sinks=(self.d.sinks[name].position(),))
+
+    def _handles(self, stage: Stage, store: OperatorStateStore) -> list[StateHandle]:
+        latest = self.d.coordinator.store.latest()
+        handles = [_written_since(latest, h) for h in self.d.state_handles(stage, store)]
+        if self.pending.spec.mode is CheckpointMode.FULL or self.pending.spec.kind is CheckpointKind.SAVEPOINT:
+            from epochal.state.checkpoint.snapshots import materialize_handles
+
+            handles = materialize_handles(self.d.spark, self.d.storage, handles, self.pending)
+        return handles
+
+    def complete(self):
+        """Complete the checkpoint once every task acknowledged (an explicit call to the coordinator)."""
+        if self.pending is None:
+            return None
+        self.completion = self.d.coordinator.complete(self.pending.checkpoint_id)
+        return self.completion
+
+    def abort(self, exc: BaseException) -> None:
+        from epochal.state.checkpoint import CheckpointFailureReason
+
+        if self.pending is None:
+            return
+        try:
+            self.d.coordinator.abort(
+                self.pending.checkpoint_id, CheckpointFailureReason.TASK_FAILURE, f"{type(exc).__name__}: {exc}"
+            )
+        except Exception:  # noqa: BLE001 - never hide the original failure
+            log.exception("aborting checkpoint %s failed", self.pending.checkpoint_id)
+
+
+class EpochTransaction(_CheckpointingTransaction):
+    """One epoch: every step a named call (see the module docstring)."""
+
+    def __init__(self, d: Deployment, epoch: int, report: EpochReport, *, checkpoint: bool, replan: bool) -> None:
+        super().__init__(d, epoch)
+        self.report = report
+        self.checkpoint = checkpoint
+        self.replan = replan
+        self.outputs: dict[str, Any] = {}
+        self.stores: dict[str, OperatorStateStore] = {}
+        self._persisted: list[DataFrame] = []
+
+    def run(self) -> EpochReport:
+        self.begin()
+        try:
+            self.plan()
+            self.process()
+            self.snapshot_and_ack()
+            self.write_sinks()
+            self.complete()
+        except BaseException as exc:
+            self.abort(exc)
+            raise
+        finally:
+            for df in self._persisted:
+                df.unpersist()
+        self.retain()
+        self.done()
+        return self.report
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Mark the epoch in progress; trigger a checkpoint when one is due."""
+        self.d.progress.start(self.epoch)
+        if self.checkpoint:
+            self.pending = self._trigger()
+        crashpoint("after_trigger", self.epoch)
+
+    def plan(self) -> None:
+        """Fix what each source reads this epoch (recorded before reading; a replay reads the record)."""
+        self.outputs.update({s.name: self._plan(s) for s in self.d.pipeline.sources})
+        crashpoint("after_plan", self.epoch)
+
+    def process(self) -> None:
+        """Run the stages in DAG order; each writes its keyed state as it goes."""
+        for stage in self.d.pipeline.ordered_stages:
+            started = time.monotonic()
+            self._process(stage)
+            self.report.stages[stage.name] = {"duration_s": round(time.monotonic() - started, 3)}
+
+    def snapshot_and_ack(self) -> None:
+        """Per stage: ``snapshot_state``, write its changed operator state, acknowledge its handles."""
+        for stage in self.d.pipeline.ordered_stages:
+            store = self.stores[stage.name]
+            if hasattr(stage, "snapshot_state"):
+                checkpoint_id = self.pending.checkpoint_id if self.pending else None
+                stage.snapshot_state(FunctionSnapshotContext(checkpoint_id, self.epoch))
+            store.flush()
+            crashpoint("after_state_write", self.epoch)
+            if self.pending is not None:
+                self._ack_stage(stage, store)
+
+    def write_sinks(self) -> None:
+        """Write each sink idempotently, then acknowledge its table version."""
+        for name, sink in self.d.sinks.items():
+            crashpoint("in_sink", self.epoch)
+            started = time.monotonic()
+            rows = sink.write(self.outputs[sink.spec.input], self.epoch)
+            entry = self.report.sinks[name] = {"duration_s": round(time.monotonic() - started, 3), "table": sink.path}
+            if rows is not None:
+                self.report.sink_rows[name] = entry["rows_written"] = rows
+            if self.pending is not None:
+                self._ack_sink(name)
+
+    def complete(self):
+        completion = super().complete()
+        if completion is not None:
+            self._report_completion(completion)
+        return completion
+
+    def retain(self) -> None:
+        """Drop the checkpoints the one just completed subsumes, and the files only they needed."""
+        if self.completion is None or not self.completion.succeeded:
+            return
+        crashpoint("in_retention", self.epoch)
+        release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage)
+
+    def done(self) -> None:
+        """The epoch's every write is done: move the run position."""
+        self.d.progress.done(self.epoch)
+        crashpoint("after_epoch", self.epoch)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _trigger(self):
+        d, report = self.d, self.report
+        positions = {s.name: {"epoch": self.epoch, "partition": d.partitioning.key(self.epoch)} for s in d.pipeline.sources}
+        result = d.coordinator.trigger(self.epoch, d.pipeline.tasks, positions, max_parallelism=d.pipeline.max_parallelism)
+        if not result.triggered:
+            report.checkpoint_status = "declined"
+            report.checkpoint_detail = result.reason.name if result.reason else None
+            log.warning("checkpoint for epoch %s declined: %s", self.epoch, report.checkpoint_detail)
+            return None
+        report.checkpoint_id = int(result.checkpoint_id)
+        return result.pending
+
+    def _plan(self, source) -> SourceBatch:
+        storage = self.d.storage
+        path = self.d.plan_path(source.name, self.epoch)
+        if not self.replan and storage.exists(path):
+            return batch_from_position(source.name, json.loads(storage.read(path)))
+        batch = source.plan(self.d.partitioning.info(self.epoch))
+        storage.write_atomic(path, json.dumps(batch.position, sort_keys=True).encode())
+        return batch
+
+    def _process(self, stage: Stage) -> None:
+        d = self.d
+        store = self.stores[stage.name] = OperatorStateStore(d.operator[stage.name], d.parallelism)
+        ctx = d.context(stage, self.epoch, store)
+        if hasattr(stage, "initialize_state"):
+            initialize_function(stage, store, is_restored=self.epoch > 0, keyed=ctx.keyed)
+        inputs = {ref: self.outputs[ref] for ref in stage.inputs}
+        crashpoint("in_stage", self.epoch)
+        try:
+            produced = dict(stage.process(ctx, inputs))
+        except PipelineError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user-code boundary
+            raise StageError(stage.name, self.epoch, ctx.partition, exc) from exc
+        consumers = d.pipeline.consumer_counts
+        for out, frame in produced.items():
+            ref = f"{stage.name}.{out}"
+            if isinstance(frame, DataFrame) and consumers.get(ref, 0) + consumers.get(stage.name, 0) > 1:
+                frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+                self._persisted.append(frame)
+            self.outputs[ref] = frame
+            if len(stage.outputs) == 1:
+                self.outputs[stage.name] = frame
+
+    def _report_completion(self, completion) -> None:
+        report = self.report
+        if not completion.succeeded:
+            report.checkpoint_status = "failed"
+            report.checkpoint_detail = None if completion.failure is None else str(completion.failure.reason.name)
+            return
+        meta = completion.completed.metadata
+        report.checkpoint_status = "completed"
+        report.state_rows, report.state_bytes, report.bytes_written = meta.state_rows, meta.state_bytes, meta.bytes_written
+        report.metadata_path = completion.completed.metadata_path
+        for handle in meta.handles:
+            entry = report.stages.setdefault(handle.stage, {})
+            entry["state_rows"] = entry.get("state_rows", 0) + handle.rows
+            entry["state_bytes"] = entry.get("state_bytes", 0) + handle.bytes_total
+            entry["bytes_written"] = entry.get("bytes_written", 0) + handle.bytes_added
+            entry.setdefault("tables", {})[handle.state] = handle.table_path
+
+
+class SavepointTransaction(_CheckpointingTransaction):
+    """A savepoint of the state at its position (the last epoch done): trigger, snapshot and ack, complete."""
+
+    def run(self, name: str | None) -> CompletedCheckpoint:
+        d = self.d
+        tasks = [f"stage:{s.name}" for s in d.pipeline.ordered_stages] + [f"sink:{n}" for n in d.sinks]
+        positions = {s.name: {"epoch": self.epoch, "partition": d.partitioning.key(self.epoch)} for s in d.pipeline.sources}
+        result = d.coordinator.trigger_savepoint(
+            self.epoch, tasks, positions, name=name, max_parallelism=d.pipeline.max_parallelism
+        )
+        if not result.triggered:
+            raise PipelineError(f"savepoint declined: {result.reason.name if result.reason else 'unknown'}")
+        self.pending = result.pending
+        try:
+            for stage in d.pipeline.ordered_stages:
+                crashpoint("in_savepoint", self.epoch)
+                self._ack_stage(stage, OperatorStateStore(d.operator[stage.name], d.parallelism))
+            for sink in d.sinks:  # the sinks are at the state's position: record their versions
+                self._ack_sink(sink)
+            completion = self.complete()
+        except BaseException as exc:
+            self.abort(exc)
+            raise
+        if not completion.succeeded:
+            detail = completion.failure.reason.name if completion.failure else "incomplete"
+            raise PipelineError(f"savepoint {self.pending.spec.savepoint_name} failed: {detail}")
+        return completion.completed
+
+
+def _written_since(latest: CompletedCheckpoint | None, handle: StateHandle) -> StateHandle:
+    """Bytes this checkpoint wrote for a table: every version since the previous checkpoint's."""
+    from epochal.state.delta import io as delta_io
+
+    previous = latest.metadata.handle(handle.stage, handle.state) if latest is not None else None
+    since = previous.version if previous is not None and previous.table_path == handle.table_path else -1
+    if since >= handle.version:
+        return handle.model_copy(update={"bytes_added": 0})
+    total = sum(delta_io.bytes_added(handle.table_path, v) for v in range(max(since + 1, 0), handle.version + 1))
+    return handle.model_copy(update={"bytes_added": total})
