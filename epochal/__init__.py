@@ -39,6 +39,7 @@ _PUBLIC: dict[str, str] = {
     "TtlUpdateType": "epochal.state.descriptors",
     "KeyedProcessFunction": "epochal.state.backends.per_key",
     "run_keyed_process": "epochal.state.backends.per_key",
+    "EventTimeTimers": "epochal.state.backends.timers",
     # operator state
     "OperatorStateDescriptor": "epochal.state.descriptors",
     "OperatorStateMode": "epochal.state.descriptors",
@@ -99,3 +100,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         run_subtask_process,
     )
     from epochal.state.backends.per_key import KeyedProcessFunction, run_keyed_process
+    from epochal.state.backends.timers import EventTimeTimers

@@ -2,7 +2,7 @@
 
 ``pipeline:`` is resolved in this order:
 
-1. a name in :data:`PIPELINES` (the built-in ``clickstream``, or one a process registered);
+1. a name in :data:`PIPELINES` (the built-in ``clickstream`` and ``orders``, or one a process registered);
 2. a name an installed package registers in the entry-point group ``epochal.pipelines``
    (``[project.entry-points."epochal.pipelines"] totals = "mypkg.totals:build"``);
 3. an import path ``package.module:factory`` (the module on ``sys.path``, e.g. ``PYTHONPATH``).
@@ -34,7 +34,13 @@ def _clickstream(settings: Settings) -> Pipeline:
     return build_pipeline(settings)
 
 
-PIPELINES: dict[str, Callable[[Settings], Pipeline]] = {"clickstream": _clickstream}
+def _orders(settings: Settings) -> Pipeline:
+    from epochal.pipeline.examples.orders.pipeline import build_pipeline
+
+    return build_pipeline(settings)
+
+
+PIPELINES: dict[str, Callable[[Settings], Pipeline]] = {"clickstream": _clickstream, "orders": _orders}
 
 
 def _registered(name: str) -> Any | None:

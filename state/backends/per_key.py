@@ -9,12 +9,22 @@ are merged into the Delta tables: nothing is collected to the driver.
 
 The state is read at a pinned Delta version, so a recomputed partition sees
 exactly the state the first computation saw.
+
+Event-time timers (Flink's ``TimerService``): given ``timers`` (an
+:class:`~epochal.state.backends.timers.EventTimeTimers`, declared among the
+stage's keyed state) and the ``watermark`` the epoch ends with,
+``ctx.timer_service()`` registers and deletes timers of the current key, and
+after ``process`` every timer at or before the watermark fires, in timestamp
+order, as ``function.on_timer(timestamp, key, ctx)`` -- also for keys without
+records this epoch. Timestamps are naive UTC datetimes, as Spark hands
+timestamps to pandas (the session time zone is UTC).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import pandas as pd
 from pyspark import StorageLevel
@@ -34,6 +44,9 @@ from epochal.state.errors import StateSchemaError
 from epochal.state.backends.keyed import _DELETE, VOID_NAMESPACE, KeyedStateBackend
 from epochal.state.delta import io as delta_io
 
+if TYPE_CHECKING:
+    from epochal.state.backends.timers import EventTimeTimers
+
 _KIND = "__kind"
 _IDX = "__state"
 _NS = "__ns"
@@ -45,13 +58,21 @@ class KeyedProcessFunction(Protocol):
 
     def process(self, key: Any, records: pd.DataFrame, ctx: "KeyedContext") -> Iterable[Mapping[str, Any]] | pd.DataFrame | None: ...
 
+    # Optional, with timers: called for each timer at or before the watermark, after ``process``.
+    # def on_timer(self, timestamp: datetime, key: Any, ctx: "KeyedContext") -> Iterable[Mapping[str, Any]] | None: ...
+
 
 # -- state handles inside the Python worker ----------------------------------------------------
 
 
+def _is_null(value: Any) -> bool:
+    """None, NaN or NaT (a null timestamp reaches pandas as NaT, not None)."""
+    return value is None or (pd.api.types.is_scalar(value) and bool(pd.isna(value)))
+
+
 def _from_arrow(value: Any, dtype: T.DataType) -> Any:
     """pandas/Arrow value -> plain Python (lists, dicts)."""
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if _is_null(value):
         return None
     if isinstance(dtype, T.ArrayType):
         return [_from_arrow(v, dtype.elementType) for v in list(value)]
@@ -190,6 +211,52 @@ class AggregatingState:
         self._slot.set(None)
 
 
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _naive_utc(moment: Any) -> datetime:
+    """A datetime or pandas Timestamp as a naive UTC datetime (aware ones are converted)."""
+    if isinstance(moment, pd.Timestamp):
+        moment = moment.to_pydatetime()
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return moment
+
+
+def _micros(moment: datetime) -> int:
+    return (_naive_utc(moment) - _EPOCH) // timedelta(microseconds=1)
+
+
+class TimerService:
+    """Flink's ``TimerService`` for the current key: event-time timers, kept in the timers state.
+
+    A timer is one namespace (its timestamp in epoch microseconds) of the timers state,
+    so a key holds at most one timer per timestamp, as in Flink.
+    """
+
+    def __init__(self, ctx: "KeyedContext") -> None:
+        self._ctx = ctx
+
+    def _slot(self, micros: int) -> _Slot:
+        return self._ctx._slots.setdefault((self._ctx._timers, str(micros)), _Slot(None))
+
+    def current_watermark(self) -> datetime | None:
+        """The watermark this epoch ends with: timers at or before it fire after ``process``."""
+        return self._ctx.watermark
+
+    def register_event_time_timer(self, timestamp: datetime) -> None:
+        micros = _micros(timestamp)
+        self._slot(micros).set(_EPOCH + timedelta(microseconds=micros))
+
+    def delete_event_time_timer(self, timestamp: datetime) -> None:
+        self._slot(_micros(timestamp)).set(None)
+
+    def event_time_timers(self) -> list[datetime]:
+        """The key's registered timers, earliest first."""
+        live = [int(ns) for (name, ns), slot in self._ctx._slots.items() if name == self._ctx._timers and slot.value is not None]
+        return [_EPOCH + timedelta(microseconds=m) for m in sorted(live)]
+
+
 @dataclass
 class KeyedContext:
     """What ``process`` sees besides its records: the key's state, the epoch and its clock."""
@@ -199,6 +266,8 @@ class KeyedContext:
     now: Any
     _descriptors: dict[str, KeyedStateDescriptor]
     _slots: dict[tuple[str, str], _Slot]
+    watermark: datetime | None = None
+    _timers: str | None = None
 
     def _slot(self, descriptor: KeyedStateDescriptor, namespace: str) -> _Slot:
         if descriptor.name not in self._descriptors:
@@ -226,6 +295,12 @@ class KeyedContext:
         if d.py_add is None:
             raise StateSchemaError(f"aggregating state {d.name!r} has no py_create/py_add/py_result for per-key use")
         return AggregatingState(self._slot(d, namespace), d)
+
+    def timer_service(self) -> TimerService:
+        """The key's event-time timers (``run_keyed_process(..., timers=, watermark=)``)."""
+        if self._timers is None:
+            raise StateSchemaError("this per-key function runs without timers: pass timers= and watermark= to run_keyed_process")
+        return TimerService(self)
 
     def namespaces(self, d: KeyedStateDescriptor) -> list[str]:
         """Namespaces holding a value of ``d`` for this key."""
@@ -255,6 +330,8 @@ def _make_grouped(
     epoch: int,
     now: Any,
     key_col: str,
+    timers: str | None = None,
+    watermark: datetime | None = None,
 ):
     names = [d.name for d in descriptors]
     by_name = {d.name: d for d in descriptors}
@@ -262,19 +339,21 @@ def _make_grouped(
     columns = [_KIND, _KEY, _IDX, _NS, _DELETE] + [f"__s{i}" for i in range(len(descriptors))] + out_cols
 
     def grouped(key_tuple, records: pd.DataFrame, state: pd.DataFrame) -> pd.DataFrame:
-        if records.empty:
+        if records.empty and timers is None:
             return pd.DataFrame({c: [] for c in columns})
         key = _from_arrow(key_tuple[0], T.StringType()) if key_tuple else None
         slots: dict[tuple[str, str], _Slot] = {}
         for _, row in state.iterrows():
             for i, name in enumerate(names):
                 value = row.get(f"__s{i}")
-                if value is not None and not (isinstance(value, float) and pd.isna(value)):
+                if not _is_null(value):
                     slots[(name, row["namespace"])] = _Slot(_from_arrow(value, descriptors[i].stored_type))
-        ctx = KeyedContext(key, epoch, now, by_name, slots)
-        produced = function.process(key, records.drop(columns=[_KEY]), ctx)
+        ctx = KeyedContext(key, epoch, now, by_name, slots, watermark, timers)
+        produced = [] if records.empty else list(_iter_outputs(function.process(key, records.drop(columns=[_KEY]), ctx)))
+        if timers is not None:
+            produced += _fire_timers(function, key, ctx)
         rows: list[dict] = []
-        for record in _iter_outputs(produced):
+        for record in produced:
             unknown = set(record) - set(out_cols)
             if unknown:
                 raise StateSchemaError(f"process() returned columns {sorted(unknown)} not in the output schema {out_cols}")
@@ -288,6 +367,21 @@ def _make_grouped(
         return pd.DataFrame([{**blank, **row} for row in rows], columns=columns, dtype=object)
 
     return grouped
+
+
+def _fire_timers(function: KeyedProcessFunction, key: Any, ctx: KeyedContext) -> list[Mapping[str, Any]]:
+    """Fire the key's timers at or before the watermark, earliest first (Flink's ``onTimer``)."""
+    out: list[Mapping[str, Any]] = []
+    service = ctx.timer_service()
+    while ctx.watermark is not None:
+        due = [t for t in service.event_time_timers() if t <= ctx.watermark]
+        if not due:
+            break
+        service.delete_event_time_timer(due[0])
+        if not hasattr(function, "on_timer"):
+            raise StateSchemaError(f"a timer of key {key!r} fired but {type(function).__name__} has no on_timer()")
+        out += list(_iter_outputs(function.on_timer(due[0], key, ctx)))
+    return out
 
 
 def _iter_outputs(produced: Any) -> Iterable[Mapping[str, Any]]:
@@ -325,20 +419,38 @@ def run_keyed_process(
     descriptors: Sequence[KeyedStateDescriptor],
     function: KeyedProcessFunction,
     output_schema: T.StructType,
+    *,
+    timers: "EventTimeTimers | None" = None,
+    watermark: datetime | None = None,
 ) -> DataFrame:
     """Run ``function`` per key over ``batch``, write the changed state, return the outputs.
+
+    With ``timers`` (declared among the stage's keyed state too, so that it is
+    checkpointed) and ``watermark`` (the event time this epoch ends with; None: no
+    timer fires), ``ctx.timer_service()`` works in ``process`` and every timer at
+    or before ``watermark`` fires as ``function.on_timer(timestamp, key, ctx)``,
+    for the batch's keys and for keys whose only reason to run is a due timer.
 
     The returned DataFrame is persisted; call ``.unpersist()`` when done with it.
     """
     if not descriptors:
         raise StateSchemaError("run_keyed_process needs at least one state descriptor")
+    if timers is not None:
+        descriptors = [d for d in descriptors if d.name != timers.descriptor.name] + [timers.descriptor]
     key_type = descriptors[0].key_type
     keyed = batch.withColumn(_KEY, F.col(key_col).cast(key_type))
     state = _wide_state(backend, descriptors, key_type)
     touched = keyed.select(F.col(_KEY).alias("key")).distinct()
+    wm = None if watermark is None else _naive_utc(watermark)
+    if timers is not None and wm is not None:  # keys with a due timer run too (pinned read, like the state)
+        aware = wm.replace(tzinfo=timezone.utc)
+        touched = touched.union(timers.due(backend, aware).select(F.col("key").cast(key_type))).distinct()
     state = state.join(touched, "key", "left_semi")
     ctx = backend.context
-    grouped = _make_grouped(function, descriptors, output_schema, ctx.epoch, ctx.now, key_col)
+    grouped = _make_grouped(
+        function, descriptors, output_schema, ctx.epoch, ctx.now, key_col,
+        timers.descriptor.name if timers is not None else None, wm,
+    )
     result = (
         keyed.groupBy(_KEY)
         .cogroup(state.groupBy("key"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from pyspark.sql import types as T
@@ -84,3 +84,53 @@ def test_undeclared_state_is_a_clear_error(spark, tmp_path):
     batch = spark.createDataFrame([("u1", 1)], "user string, n long")
     with pytest.raises(Exception, match="state 'other' was not declared for this stage"):
         run_keyed_process(backend, batch, "user", [COUNT], Undeclared(), OUT).collect()
+
+
+# -- event-time timers (Flink's TimerService / onTimer) ------------------------------------------
+
+LAST_SEEN = ValueStateDescriptor("last_seen", value_type=T.TimestampType())
+ALERT = T.StructType([T.StructField("user", T.StringType()), T.StructField("at", T.TimestampType())])
+
+
+class Timeout:
+    """One timer per user, 1 hour after its latest record; firing emits the timer's time."""
+
+    def process(self, key, records, ctx):
+        timers = ctx.timer_service()
+        last = ctx.value(LAST_SEEN)
+        newest = max([records["ts"].max().to_pydatetime()] + ([last.value()] if last.value() else []))
+        for old in timers.event_time_timers():
+            timers.delete_event_time_timer(old)
+        timers.register_event_time_timer(newest + timedelta(hours=1))
+        last.update(newest)
+        return []
+
+    def on_timer(self, timestamp, key, ctx):
+        ctx.value(LAST_SEEN).clear()
+        yield {"user": key, "at": timestamp}
+
+
+def test_event_time_timers_fire_on_the_watermark_also_for_keys_without_records(spark, tmp_path):
+    from epochal import EventTimeTimers
+
+    timers = EventTimeTimers.declare("timers")
+    backend = KeyedStateBackend(spark, str(tmp_path), "timeout")
+    schema = "user string, ts timestamp"
+
+    def run(epoch, rows, watermark):
+        backend.begin_epoch(epoch, datetime(2026, 11, 1, epoch + 1, tzinfo=timezone.utc))
+        batch = spark.createDataFrame(rows, schema)
+        out = run_keyed_process(backend, batch, "user", [LAST_SEEN], Timeout(), ALERT, timers=timers, watermark=watermark)
+        return sorted((r.user, r.at) for r in out.collect())
+
+    h = lambda hour, minute=0: datetime(2026, 11, 1, hour, minute)  # noqa: E731 - naive UTC, as Spark returns them
+    utc = lambda moment: moment.replace(tzinfo=timezone.utc)  # noqa: E731
+    assert run(0, [("u1", utc(h(0, 10))), ("u2", utc(h(0, 20)))], utc(h(1))) == []
+    # u1 has no record in epoch 1: its timer (01:10) fires on the watermark 01:30; u2 moved its timer to 02:05
+    assert run(1, [("u2", utc(h(1, 5)))], utc(h(1, 30))) == [("u1", h(1, 10))]
+    assert {r.key: r.timestamp for r in timers.read(backend).collect()} == {"u2": h(2, 5)}
+    assert {r.key for r in backend.values(LAST_SEEN).collect()} == {"u2"}
+    # a timer registered in this epoch and already due fires after process(); no watermark: nothing fires
+    assert run(2, [("u3", utc(h(0)))], None) == []
+    assert run(3, [("u3", utc(h(0)))], utc(h(3))) == [("u2", h(2, 5)), ("u3", h(1))]
+    assert timers.read(backend).count() == 0
