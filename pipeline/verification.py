@@ -11,7 +11,8 @@ Scenarios, each compared with the first straight run (:mod:`epochal.pipeline.ver
   not deterministic (``rand()``, ``current_timestamp()``, an unordered ``limit``): that is named, and the
   other scenarios are skipped (their differences would mean nothing);
 - ``restore checkpoint``: the second straight run restores its middle checkpoint and runs on;
-- ``savepoint``: run to the middle, take a savepoint, run on, restore it with another parallelism, run on;
+- ``savepoint``: the second straight run took a savepoint at the middle on its way (a savepoint changes
+  neither the state nor the sinks); it is restored with another parallelism, and the pipeline runs on;
 - ``crash <point>``: ``epochal run`` in its own process is SIGKILLed at a named crash point
   (:mod:`epochal.pipeline.faults`) in the middle epoch, then resumed here; ``in_restore`` kills the recovery
   of a crash, ``in_savepoint`` a savepoint. A point the run never reaches is reported ``not reached``;
@@ -89,6 +90,7 @@ class Verifier:
         self._spark = spark
         self._reference = None
         self._again = None
+        self._savepoint_taken: dict | None = None
         self._epochs_s = 0.0
         self._children = 0
 
@@ -147,11 +149,15 @@ class Verifier:
         return ScenarioResult("", "", Outcome.REFERENCE, detail=f"{len(report.epochs)} epochs in {self._epochs_s:.1f}s")
 
     def _straight_again(self) -> ScenarioResult:
-        self._again = self._runner("straight-again")
-        report = self._again.run(to=self.to_key)
+        """The second straight run, with a savepoint taken at the middle on the way (a savepoint only reads)."""
+        self._again = runner = self._runner("straight-again")
+        middle = (self.n - 1) // 2
+        report = runner.run(to=self.partitioning.key(middle))
+        self._savepoint_taken = runner.savepoint(SAVEPOINT_NAME)
+        report.epochs += runner.run(to=self.to_key).epochs
         # The random instants fall within the faster of the two (the first one warms the JVM up).
         self._epochs_s = min(self._epochs_s, sum(e.duration_s for e in report.epochs))
-        diffs = compare_deployments(self._session(), self._reference, self._again.d, clock=self.clock)
+        diffs = compare_deployments(self._session(), self._reference, runner.d, clock=self.clock)
         return ScenarioResult("", "", Outcome.NON_DETERMINISTIC if diffs else Outcome.MATCH, diffs)
 
     def _restore_checkpoint(self) -> ScenarioResult:
@@ -175,19 +181,18 @@ class Verifier:
         return p + 1 if p + 1 <= max_p else (p - 1 if p > 1 else None)
 
     def _savepoint(self) -> ScenarioResult:
+        """The second straight run's middle savepoint, restored with another parallelism, run on."""
         if self.n < 2:
             return ScenarioResult("", "", Outcome.SKIPPED, detail="needs at least 2 partitions")
-        runner = self._runner("savepoint")
-        middle = (self.n - 1) // 2
-        runner.run(to=self.partitioning.key(middle))
-        savepoint = runner.savepoint(SAVEPOINT_NAME)
-        runner.run(to=self.to_key)
+        if self._savepoint_taken is None:
+            raise _Failed("the second straight run failed")
         other = self._other_parallelism()
-        rescaled = self._runner("savepoint", parallelism=other)
-        rescaled.restore(savepoint["path"], parallelism=other)
+        rescaled = self._runner("straight-again", parallelism=other)
+        rescaled.restore(self._savepoint_taken["path"], parallelism=other)
         rescaled.run(to=self.to_key)
         result = self._compare(rescaled, rescaled=other is not None)
-        result.detail = f"savepoint at epoch {savepoint['epoch']}, parallelism {self.settings.spark.parallelism} -> {other}"
+        result.detail = (f"savepoint at epoch {self._savepoint_taken['epoch']}, "
+                         f"parallelism {self.settings.spark.parallelism} -> {other}")
         return result
 
     def _crash(self, point: CrashPoint, epoch: int) -> ScenarioResult:
