@@ -35,6 +35,24 @@ def _savepoint_name(text: str) -> str:
         raise argparse.ArgumentTypeError(exc.message) from exc
 
 
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def _points(text: str) -> list[str]:
+    """Crash point names, checked before Spark starts."""
+    from epochal.pipeline.faults import POINTS
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in POINTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown crash point(s) {unknown}; known: {', '.join(POINTS)}")
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="epochal", description="Checkpointed, stateful batch-incremental pipelines on Spark and Delta")
     _common(parser)
@@ -82,8 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("name", help="the package name (a Python identifier)")
     new.add_argument("--dir", default=None, help="where to write it (default: ./NAME)")
 
+    verify = sub.add_parser(
+        "verify", help="check exactly-once on the configured pipeline: crashes, restores and a rescale against a straight run",
+    )
+    verify.add_argument("--from", dest="from_", metavar="KEY", help="first partition (default: partitions.start)")
+    verify.add_argument("--to", metavar="KEY", help="last partition (default: 2 after --from)")
+    verify.add_argument("--seeds", type=_non_negative, default=2, help="random crash instants (default 2)")
+    verify.add_argument("--points", type=_points, default=None, help="named crash points, comma-separated (default: all; '' for none)")
+    verify.add_argument("--workdir", default=None, help="where the scenarios' storage goes (default: a temporary folder)")
+    verify.add_argument("--keep", action="store_true", help="keep the scenarios' storage and the killed processes' logs")
+
     sub.add_parser("ui", help="start the Dagster webserver and daemon")
-    for p in (demo, run, checkpoints, savepoint, restore, state, new, sub.choices["ui"]):
+    for p in (demo, run, checkpoints, savepoint, restore, state, new, verify, sub.choices["ui"]):
         _common(p)
     return parser
 
@@ -216,6 +244,27 @@ def cmd_new(args) -> Any:
     return scaffold(args.name, args.dir)
 
 
+class Finished:
+    """A command's result that prints itself and chooses its exit status (``epochal verify``)."""
+
+    def __init__(self, document: Any, text: str, exit_code: int, reason: str | None = None) -> None:
+        self.document, self.text, self.exit_code, self.reason = document, text, exit_code, reason
+
+
+def cmd_verify(args) -> Any:
+    from epochal.pipeline.verification import Verifier
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    verifier = Verifier(
+        _settings(args), cli=[sys.executable, "-m", "epochal.orchestration.cli"], from_=args.from_, to=args.to,
+        seeds=args.seeds, points=args.points, workdir=args.workdir, keep=args.keep, progress=progress,
+    )
+    report = verifier.run()
+    return Finished(report.to_dict(), report.table(), 0 if report.ok else 1, None if report.ok else report.reason())
+
+
 def cmd_ui(args) -> Any:
     from epochal.orchestration.ui import serve
 
@@ -230,6 +279,7 @@ COMMANDS = {
     "state": cmd_state,
     "demo": cmd_demo,
     "new": cmd_new,
+    "verify": cmd_verify,
     "ui": cmd_ui,
 }
 
@@ -258,6 +308,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"epochal: error: {first}", file=sys.stderr)
         return 1
+    if isinstance(result, Finished):
+        if as_json:
+            _print(result.document, True)
+        else:
+            print(result.text)
+        if result.reason:
+            print(f"epochal: verify failed: {result.reason}", file=sys.stderr)
+        return result.exit_code
     _print(result, as_json)
     return 0
 

@@ -16,20 +16,30 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from enum import Enum
 
-POINTS = (
-    "after_trigger",
-    "after_plan",
-    "in_stage",
-    "after_state_write",
-    "after_last_ack",
-    "after_metadata",
-    "in_sink",
-    "in_retention",
-    "in_savepoint",
-    "in_restore",
-    "after_epoch",
-)
+class CrashPoint(str, Enum):
+    """The named crash points; a member equals its name (``CrashPoint.IN_SINK == "in_sink"``)."""
+
+    AFTER_TRIGGER = "after_trigger"
+    AFTER_PLAN = "after_plan"
+    IN_STAGE = "in_stage"
+    AFTER_STATE_WRITE = "after_state_write"
+    AFTER_LAST_ACK = "after_last_ack"
+    AFTER_METADATA = "after_metadata"
+    IN_SINK = "in_sink"
+    IN_RETENTION = "in_retention"
+    IN_SAVEPOINT = "in_savepoint"
+    IN_RESTORE = "in_restore"
+    AFTER_EPOCH = "after_epoch"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Every point's name, in the order of the protocol.
+POINTS: tuple[str, ...] = tuple(p.value for p in CrashPoint)
+
 
 _timer: threading.Timer | None = None
 _hits: dict[str, int] = {}
@@ -50,7 +60,7 @@ def arm_crash_timer() -> None:
     _timer.start()
 
 
-def crashpoint(point: str, epoch: int | None = None) -> None:
+def crashpoint(point: str | CrashPoint, epoch: int | None = None) -> None:
     """Die here if the environment asks for it."""
     arm_crash_timer()
     wanted = os.environ.get("EPOCHAL_CRASH_AT")
@@ -58,7 +68,7 @@ def crashpoint(point: str, epoch: int | None = None) -> None:
         return
     wanted, _, nth = wanted.partition("@")
     name, _, at = wanted.partition(":")
-    if name != point:
+    if name != str(point):
         return
     if at and epoch is not None and int(at) != epoch:
         return

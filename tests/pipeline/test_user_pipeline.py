@@ -15,38 +15,8 @@ import yaml
 from epochal.config import load_settings
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
-from tests.support.user_package import ROWS_MODULE, on_import_path, write_landing
+from tests.support.user_package import EPOCHS, ROWS_MODULE, TOTALS_MODULE, on_import_path, write_landing
 
-TOTALS_MODULE = '''
-from pyspark.sql import functions as F, types as T
-
-from epochal import HourlyFolderSource, Pipeline, SinkMode, SinkSpec, ValueStateDescriptor
-
-from .rows import TOTALS, ReadRows
-
-
-class RunningTotals:
-    TOTAL = ValueStateDescriptor("total", value_type=T.LongType())
-    name, inputs, outputs, keyed_state, operator_state = "sum", ("read.rows",), ("totals",), (TOTAL,), ()
-
-    def process(self, ctx, inputs):
-        batch = inputs["read.rows"].groupBy("key").agg(F.sum("n").alias("n"))
-        current = ctx.keyed.lookup(self.TOTAL, batch, "key")
-        new = current.select("key", (F.coalesce(F.col("total"), F.lit(0)) + F.col("n")).alias("value"))
-        ctx.keyed.update(self.TOTAL, new)
-        return {"totals": new.select("key", F.col("value").alias("total"))}
-
-
-def build(settings):
-    return Pipeline(
-        name="totals",
-        sources=[HourlyFolderSource("landing", settings.landing)],
-        stages=[ReadRows(), RunningTotals()],
-        sinks=[SinkSpec("totals", "sum.totals", SinkMode.UPSERT, TOTALS, keys=("key",))],
-        max_parallelism=16,
-    )
-'''
-EPOCHS = [[("a", 1), ("b", 2)], [("a", 10)], [("a", 100), ("b", 5)]]
 LAST = "2026-11-01-02:00"
 
 

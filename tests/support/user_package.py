@@ -50,6 +50,40 @@ class ReadRows:
 '''
 
 
+# The README's running totals: a stateful stage and an upsert sink (``<package>/totals.py``).
+TOTALS_MODULE = '''
+from pyspark.sql import functions as F, types as T
+
+from epochal import HourlyFolderSource, Pipeline, SinkMode, SinkSpec, ValueStateDescriptor
+
+from .rows import TOTALS, ReadRows
+
+
+class RunningTotals:
+    TOTAL = ValueStateDescriptor("total", value_type=T.LongType())
+    name, inputs, outputs, keyed_state, operator_state = "sum", ("read.rows",), ("totals",), (TOTAL,), ()
+
+    def process(self, ctx, inputs):
+        batch = inputs["read.rows"].groupBy("key").agg(F.sum("n").alias("n"))
+        current = ctx.keyed.lookup(self.TOTAL, batch, "key")
+        new = current.select("key", (F.coalesce(F.col("total"), F.lit(0)) + F.col("n")).alias("value"))
+        ctx.keyed.update(self.TOTAL, new)
+        return {"totals": new.select("key", F.col("value").alias("total"))}
+
+
+def build(settings):
+    return Pipeline(
+        name="totals",
+        sources=[HourlyFolderSource("landing", settings.landing)],
+        stages=[ReadRows(), RunningTotals()],
+        sinks=[SinkSpec("totals", "sum.totals", SinkMode.UPSERT, TOTALS, keys=("key",))],
+        max_parallelism=16,
+    )
+'''
+#: Three epochs that leave a=111, b=7.
+EPOCHS = [[("a", 1), ("b", 2)], [("a", 10)], [("a", 100), ("b", 5)]]
+
+
 def write_landing(root: Path, epochs: list[list[tuple[str, int]]]) -> None:
     """JSON lines ``{"key", "n"}`` under ``root/landing``, one hourly folder per epoch from 2026-11-01 00:00."""
     for hour, rows in enumerate(epochs):

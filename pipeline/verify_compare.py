@@ -1,0 +1,167 @@
+"""Table comparison for ``epochal verify``: every sink and state table of a deployment against a reference.
+
+Contents are compared in Spark as multisets (``exceptAll`` both ways), never collected: only the
+counts and one sample row of a difference come back to the driver. What is compared:
+
+- a sink: every column (an APPEND sink's ``epoch`` included: the epoch a row was written in matters);
+- keyed state: the live rows (not expired at the end of the last epoch): ``key_group``, ``key``,
+  ``namespace``, ``value``, ``expires_at``. ``updated_epoch`` is bookkeeping, left out;
+- operator state: the elements (``map_key``, ``value``), not which subtask holds them (a subtask is a
+  Spark partition index, and a restore with another parallelism redistributes them). After a rescale
+  they are compared as a set: union state is copied to every subtask;
+- any other table under the state root: every column.
+
+Map columns (no Spark set operation takes them) are compared as their entries sorted by key.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from epochal.state.delta import io as delta_io
+from epochal.state.delta.log import working_tables
+from epochal.state.delta.paths import to_spark
+
+KEYED_COLUMNS = ("key_group", "key", "namespace", "value", "expires_at", "updated_epoch")
+KEYED_COMPARED = ("key_group", "key", "namespace", "value", "expires_at")
+OPERATOR_COLUMNS = ("subtask", "ord", "parallelism", "map_key", "value")
+OPERATOR_COMPARED = ("map_key", "value")
+
+
+@dataclass(frozen=True)
+class TableDiff:
+    """How one table differs from the reference: rows only in the reference (``missing``) and only here."""
+
+    table: str  # "sink:<name>" or "state:<stage>/<state>"
+    stage: str | None  # the stage that writes it
+    missing: int
+    extra: int
+    sample: dict[str, Any] | None = None  # one differing row
+    sample_side: str | None = None  # "missing" (in the reference only) or "extra" (here only)
+    detail: str | None = None  # a difference that is not about rows (a table or column missing)
+
+    def describe(self) -> str:
+        if self.detail:
+            return f"{self.table}: {self.detail}"
+        text = f"{self.table}: {self.missing} row(s) missing, {self.extra} extra"
+        if self.sample is not None:
+            text += f"; e.g. {self.sample_side} {json.dumps(self.sample, sort_keys=True, default=str)}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def deployment_tables(deployment) -> dict[str, tuple[str, str | None]]:
+    """Every sink and working state table: ``sink:<name>`` / ``state:<stage>/<state>`` -> (Spark path, stage)."""
+    tables: dict[str, tuple[str, str | None]] = {}
+    for name, sink in deployment.sinks.items():
+        tables[f"sink:{name}"] = (to_spark(sink.path), sink.spec.input.partition(".")[0] or None)
+    for stage, state, url in working_tables(deployment.storage.shared_url):
+        tables[f"state:{stage}/{state}"] = (to_spark(url), stage)
+    return tables
+
+
+def normal_column(column: Column, dtype: T.DataType) -> Column:
+    """``column`` in a form set operations accept and compare by content: maps become sorted entry arrays."""
+    if not _contains_map(dtype):
+        return column
+    if isinstance(dtype, T.MapType):
+        entries = F.transform(
+            F.map_entries(column),
+            lambda e: F.struct(
+                normal_column(e["key"], dtype.keyType).alias("key"), normal_column(e["value"], dtype.valueType).alias("value")
+            ),
+        )
+        return F.array_sort(entries)
+    if isinstance(dtype, T.ArrayType):
+        return F.transform(column, lambda x: normal_column(x, dtype.elementType))
+    assert isinstance(dtype, T.StructType)
+    return F.when(column.isNull(), F.lit(None)).otherwise(
+        F.struct(*[normal_column(column[f.name], f.dataType).alias(f.name) for f in dtype.fields])
+    )
+
+
+def _contains_map(dtype: T.DataType) -> bool:
+    if isinstance(dtype, T.MapType):
+        return True
+    if isinstance(dtype, T.ArrayType):
+        return _contains_map(dtype.elementType)
+    if isinstance(dtype, T.StructType):
+        return any(_contains_map(f.dataType) for f in dtype.fields)
+    return False
+
+
+def comparable(df: DataFrame, *, clock: datetime, rescaled: bool = False) -> DataFrame:
+    """The part of a table that must equal the reference's (see the module's docstring)."""
+    columns = tuple(df.columns)
+    if sorted(columns) == sorted(KEYED_COLUMNS):
+        now = F.lit(clock).cast("timestamp")
+        df = df.where(F.col("expires_at").isNull() | (F.col("expires_at") > now)).select(*KEYED_COMPARED)
+    elif sorted(columns) == sorted(OPERATOR_COLUMNS):
+        df = df.select(*OPERATOR_COMPARED)
+    types = {f.name: f.dataType for f in df.schema.fields}
+    df = df.select(*[normal_column(F.col(c), types[c]).alias(c) for c in df.columns])
+    if rescaled and sorted(columns) == sorted(OPERATOR_COLUMNS):
+        df = df.distinct()
+    return df
+
+
+def _json_row(row) -> dict[str, Any]:
+    return json.loads(json.dumps(row.asDict(recursive=True), default=str))
+
+
+def diff_table(
+    spark, table: str, stage: str | None, reference: str | None, actual: str | None, *, clock: datetime, rescaled: bool = False
+) -> TableDiff | None:
+    """The difference of table ``actual`` from ``reference`` (Spark paths; None: no such table), or None."""
+    ref_df = _read(spark, reference)
+    act_df = _read(spark, actual)
+    if ref_df is None and act_df is None:
+        return None
+    if ref_df is None or act_df is None:
+        present = act_df if ref_df is None else ref_df
+        rows = comparable(present, clock=clock, rescaled=rescaled).count()
+        if rows == 0:  # a table created but never written equals one never created
+            return None
+        where = "here only" if ref_df is None else "in the reference only"
+        return TableDiff(table, stage, rows if act_df is None else 0, rows if ref_df is None else 0,
+                         detail=f"the table exists {where}, with {rows} row(s)")
+    ref_df = comparable(ref_df, clock=clock, rescaled=rescaled)
+    act_df = comparable(act_df, clock=clock, rescaled=rescaled)
+    if sorted(ref_df.columns) != sorted(act_df.columns):
+        return TableDiff(table, stage, 0, 0, detail=f"columns differ: {sorted(ref_df.columns)} vs {sorted(act_df.columns)}")
+    act_df = act_df.select(*ref_df.columns)
+    only_ref, only_act = ref_df.exceptAll(act_df), act_df.exceptAll(ref_df)
+    missing, extra = only_ref.count(), only_act.count()
+    if not missing and not extra:
+        return None
+    side, frame = ("missing", only_ref) if missing else ("extra", only_act)
+    sample = frame.limit(1).collect()
+    return TableDiff(table, stage, missing, extra, _json_row(sample[0]) if sample else None, side)
+
+
+def _read(spark, path: str | None) -> DataFrame | None:
+    if path is None or not delta_io.is_delta_table(path):
+        return None
+    return delta_io.read_version(spark, path)
+
+
+def compare_deployments(spark, reference, actual, *, clock: datetime, rescaled: bool = False) -> list[TableDiff]:
+    """Every difference of deployment ``actual``'s sinks and state tables from ``reference``'s."""
+    theirs, mine = deployment_tables(reference), deployment_tables(actual)
+    diffs = []
+    for table in sorted(set(theirs) | set(mine)):
+        ref_path, stage = theirs.get(table, (None, None))
+        act_path, act_stage = mine.get(table, (None, None))
+        found = diff_table(spark, table, stage or act_stage, ref_path, act_path, clock=clock, rescaled=rescaled)
+        if found is not None:
+            diffs.append(found)
+    return diffs

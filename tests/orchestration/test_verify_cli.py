@@ -1,0 +1,116 @@
+"""``epochal verify`` on a user's own pipeline, from outside the repository, through the console script.
+
+A deterministic pipeline (the README's running totals) passes every scenario over three partitions
+(one named crash point and no random instant, to stay fast); the same pipeline with ``F.rand()`` in its
+values fails, and the failure names the non-determinism, the stage and the sink. Neither touches the
+user's own warehouse or checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from epochal.config import load_settings
+from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.partitions import Partitioning
+from epochal.pipeline.verification import DEFAULT_PARTITIONS, Verifier, _range
+from tests.support.user_package import EPOCHS, ROWS_MODULE, TOTALS_MODULE, on_import_path, write_landing
+
+EPOCHAL = str(Path(sys.executable).with_name("epochal"))
+# The running totals with a random number in every value: two straight runs never agree.
+RANDOM_TOTALS_MODULE = TOTALS_MODULE.replace(
+    '+ F.col("n")).alias("value")', '+ F.col("n") + (F.rand() * 1000).cast("long")).alias("value")'
+)
+assert "F.rand()" in RANDOM_TOTALS_MODULE
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, totals: str):
+    with on_import_path(tmp_path / "site", "acme", {"rows": ROWS_MODULE, "totals": totals}, monkeypatch):
+        write_landing(tmp_path, EPOCHS)
+        config = {
+            "pipeline": "acme.totals:build",
+            "landing": "landing",  # warehouse and checkpoints: the defaults, data/... next to this file
+            "partitions": {"start": "2026-11-01T00:00:00Z"},
+            "spark": {"master": "local[2]", "parallelism": 2, "shuffle_partitions": 2, "max_parallelism": 16},
+            "checkpoints": {"interval_epochs": 1, "retain": 2},
+        }
+        (tmp_path / "epochal.yaml").write_text(yaml.safe_dump(config))
+        yield tmp_path
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch):
+    yield from _project(tmp_path, monkeypatch, TOTALS_MODULE)
+
+
+@pytest.fixture()
+def random_project(tmp_path, monkeypatch):
+    yield from _project(tmp_path, monkeypatch, RANDOM_TOTALS_MODULE)
+
+
+def _verify(project: Path, *args: str, to: str = "2026-11-01-02:00") -> subprocess.CompletedProcess:
+    command = [EPOCHAL, "verify", "--config", str(project / "epochal.yaml"), "--from", "2026-11-01-00:00", "--to", to, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=1500, cwd=project)
+
+
+def test_the_range_defaults_to_a_few_partitions():
+    hourly = Partitioning.from_settings(load_settings(None).partitions)
+    assert _range(hourly, None, None) == (0, DEFAULT_PARTITIONS - 1)
+    assert _range(hourly, "2026-11-01-05:00", None) == (5, 5 + DEFAULT_PARTITIONS - 1)
+    assert _range(hourly, None, "2026-11-01-01:00") == (0, 1)
+    with pytest.raises(PipelineError, match="before --from"):
+        _range(hourly, "2026-11-01-05:00", "2026-11-01-04:00")
+
+
+def test_the_scenarios_storage_is_a_copy_and_the_partitions_start_at_from(tmp_path):
+    settings = load_settings(None).model_copy(update={"warehouse": str(tmp_path / "real")})
+    verifier = Verifier(settings, cli=["epochal"], from_="2026-11-01-04:00", points=[], seeds=0, workdir=tmp_path / "w")
+    copy = verifier.scenario_settings("crash-in_sink", parallelism=3)
+    assert copy.warehouse == str(tmp_path / "w" / "crash-in_sink" / "warehouse")
+    assert copy.checkpoints.dir == str(tmp_path / "w" / "crash-in_sink" / "checkpoints")
+    assert copy.checkpoints.retain >= DEFAULT_PARTITIONS + 2  # the middle checkpoint is kept to restore
+    assert (copy.landing, copy.spark.parallelism) == (settings.landing, 3)
+    assert copy.partitions.start.hour == 4 and (verifier.from_key, verifier.to_key) == ("2026-11-01-04:00", "2026-11-01-06:00")
+
+
+@pytest.mark.slow
+def test_verify_passes_every_scenario_on_a_deterministic_pipeline(project):
+    result = _verify(project, "--points", "after_metadata", "--seeds", "0", "--json")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert (report["ok"], report["from"], report["to"], report["epochs"]) == (True, "2026-11-01-00:00", "2026-11-01-02:00", 3)
+    assert report["non_deterministic"] == []
+    outcomes = {s["name"]: s["result"] for s in report["scenarios"]}
+    assert outcomes == {
+        "straight": "reference",
+        "straight again (determinism)": "match",
+        "restore middle checkpoint": "match",
+        "savepoint, restore with parallelism 3": "match",
+        "crash after_metadata (epoch 1)": "match",
+    }
+    crash = report["scenarios"][-1]
+    assert (crash["kind"], crash["crash"], crash["differences"]) == ("crash", "after_metadata:1", [])
+    assert "verify [5/5] crash after_metadata (epoch 1): match" in result.stderr  # progress
+    assert not (project / "data").exists(), "the user's own warehouse and checkpoints are never touched"
+
+
+@pytest.mark.slow
+def test_verify_names_a_non_deterministic_stage_and_its_sink(random_project):
+    result = _verify(random_project, "--points", "in_sink", "--seeds", "1", to="2026-11-01-01:00")  # two suffice
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    table = result.stdout
+    assert any(line.startswith("straight again (determinism) ") and "NON-DETERMINISTIC" in line for line in table.splitlines())
+    assert "sink:totals" in table and "state:sum/total" in table
+    for skipped in ("restore middle checkpoint", "crash in_sink (epoch 1)", "random instant (seed 0)"):
+        assert any(line.startswith(skipped) and "skipped" in line for line in table.splitlines()), table
+    reason = [line for line in result.stderr.splitlines() if line.startswith("epochal: verify failed:")]
+    assert len(reason) == 1 and "non-deterministic stage sum" in reason[0] and "sink:totals" in reason[0], result.stderr
+    sample = reason[0].split("e.g. ", 1)[1].split(" ", 1)[1]
+    assert set(json.loads(sample)) == {"key", "total"}  # a sample row of the sink
+    assert not (random_project / "data").exists()

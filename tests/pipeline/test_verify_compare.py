@@ -1,0 +1,39 @@
+"""What ``epochal verify`` compares: multisets in Spark, maps by content, keyed state by its live rows."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from epochal.pipeline.verify_compare import diff_table
+
+CLOCK = datetime(2026, 11, 1, 3, tzinfo=timezone.utc)
+KEYED = "key_group int, key string, namespace string, value map<string,bigint>, expires_at timestamp, updated_epoch bigint"
+
+
+def _table(spark, path, rows, schema) -> str:
+    spark.createDataFrame(rows, schema).write.format("delta").mode("overwrite").save(str(path))
+    return str(path)
+
+
+def test_keyed_state_compares_live_rows_and_maps_by_content_not_bookkeeping(spark, tmp_path):
+    live, expired = datetime(2026, 11, 2, tzinfo=timezone.utc), datetime(2026, 11, 1, 2, tzinfo=timezone.utc)
+    reference = _table(spark, tmp_path / "ref", [(1, "a", "", {"x": 1, "y": 2}, live, 1)], KEYED)
+    # The same live row (its map built in another order, written in another epoch), plus an expired row.
+    same = _table(spark, tmp_path / "same", [(1, "a", "", {"y": 2, "x": 1}, live, 2), (3, "b", "", {"z": 9}, expired, 0)], KEYED)
+    assert diff_table(spark, "state:s/t", "s", reference, same, clock=CLOCK) is None
+
+    other = _table(spark, tmp_path / "other", [(1, "a", "", {"x": 1, "y": 3}, live, 1)], KEYED)
+    diff = diff_table(spark, "state:s/t", "s", reference, other, clock=CLOCK)
+    assert (diff.missing, diff.extra, diff.sample_side, diff.sample["key"]) == (1, 1, "missing", "a")
+    assert "state:s/t: 1 row(s) missing, 1 extra; e.g. missing" in diff.describe()
+
+
+def test_a_sink_is_a_multiset_and_an_empty_table_equals_none(spark, tmp_path):
+    schema = "key string, total bigint, epoch bigint"
+    reference = _table(spark, tmp_path / "ref", [("a", 1, 0)], schema)
+    twice = _table(spark, tmp_path / "twice", [("a", 1, 0), ("a", 1, 0)], schema)
+    diff = diff_table(spark, "sink:t", "sum", reference, twice, clock=CLOCK)
+    assert (diff.missing, diff.extra, diff.sample) == (0, 1, {"key": "a", "total": 1, "epoch": 0})
+    empty = _table(spark, tmp_path / "empty", [], schema)
+    assert diff_table(spark, "sink:t", "sum", empty, str(tmp_path / "none"), clock=CLOCK) is None
+    assert "exists in the reference only" in diff_table(spark, "sink:t", "sum", reference, None, clock=CLOCK).describe()
