@@ -252,7 +252,7 @@ class Finished:
 
 
 def cmd_verify(args) -> Any:
-    from epochal.pipeline.verification import Verifier
+    from epochal.pipeline.verify.engine import Verifier
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -31,7 +31,7 @@ from epochal.orchestration.assets import CHECK_COMPLETE, CHECK_CONSISTENT, CHECK
 from epochal.orchestration.metadata import checkpoint_metadata, restore_metadata, sink_metadata, stage_metadata
 from epochal.orchestration.resources import EpochalResource
 from epochal.pipeline.errors import PipelineError
-from epochal.pipeline.verify import checkpoint_completeness, state_consistency
+from epochal.pipeline.checks import checkpoint_completeness, state_consistency
 from epochal.state.checkpoint.failure import FailureState, StorageFailureStateRepository
 from epochal.state.errors import EpochalStateError
 

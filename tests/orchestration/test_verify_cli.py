@@ -19,7 +19,7 @@ import yaml
 from epochal.config import load_settings
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.partitions import Partitioning
-from epochal.pipeline.verification import DEFAULT_PARTITIONS, Verifier, _range
+from epochal.pipeline.verify.engine import DEFAULT_PARTITIONS, Verifier, _range
 from tests.support.user_package import EPOCHS, ROWS_MODULE, TOTALS_MODULE, on_import_path, write_landing
 
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from epochal.pipeline.verify_compare import diff_table
+from epochal.pipeline.verify.compare import diff_table
 
 CLOCK = datetime(2026, 11, 1, 3, tzinfo=timezone.utc)
 KEYED = "key_group int, key string, namespace string, value map<string,bigint>, expires_at timestamp, updated_epoch bigint"

@@ -5,7 +5,7 @@ folder under a temporary directory: the configuration is copied with ``warehouse
 pointed there and ``partitions.start`` moved to ``from_`` (the state starts empty at ``from_``); ``landing``
 stays the user's, only read. The user's warehouse and checkpoints are never touched.
 
-Scenarios, each compared with the first straight run (:mod:`epochal.pipeline.verify_compare`):
+Scenarios, each compared with the first straight run (:mod:`epochal.pipeline.verify.compare`):
 
 - ``straight``: the reference; ``straight again``: a second straight run. If the two differ a stage is
   not deterministic (``rand()``, ``current_timestamp()``, an unordered ``limit``): that is named, and the
@@ -36,8 +36,8 @@ from epochal.config import Settings, dump_settings
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.faults import CrashPoint
 from epochal.pipeline.partitions import Partitioning
-from epochal.pipeline.verify_compare import compare_deployments
-from epochal.pipeline.verify_report import Outcome, ScenarioResult, VerifyReport
+from epochal.pipeline.verify.compare import compare_deployments
+from epochal.pipeline.verify.report import Outcome, ScenarioResult, VerifyReport
 
 DEFAULT_PARTITIONS = 3
 SAVEPOINT_NAME = "verify"

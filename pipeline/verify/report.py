@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from epochal.pipeline.verify_compare import TableDiff
+from epochal.pipeline.verify.compare import TableDiff
 
 
 class Outcome(str, Enum):
