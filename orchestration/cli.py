@@ -198,7 +198,8 @@ def cmd_restore(args) -> Any:
         )
     runner = _runner(_settings(args))
     pointer = args.savepoint or args.checkpoint
-    return runner.restore(pointer, parallelism=args.parallelism, allow_non_restored_state=args.allow_non_restored_state)
+    restored = runner.restore(pointer, parallelism=args.parallelism, allow_non_restored_state=args.allow_non_restored_state)
+    return restored.to_dict()
 
 
 def _reads_as_checkpoint(text: str) -> bool:

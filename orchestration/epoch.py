@@ -31,6 +31,7 @@ from epochal.orchestration.assets import CHECK_COMPLETE, CHECK_CONSISTENT, CHECK
 from epochal.orchestration.metadata import checkpoint_metadata, restore_metadata, sink_metadata, stage_metadata
 from epochal.orchestration.resources import EpochalResource
 from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.recovery import Restored
 from epochal.pipeline.checks import checkpoint_completeness, state_consistency
 from epochal.state.checkpoint.failure import FailureState, StorageFailureStateRepository
 from epochal.state.errors import EpochalStateError
@@ -164,7 +165,7 @@ def _checkpoint_duration(d, report) -> float | None:
         return None
 
 
-def _record_restore(context, d, restored: dict[str, Any], key: str) -> None:
+def _record_restore(context, d, restored: Restored, key: str) -> None:
     meta = restore_metadata(restored, f"restored before backfilling from {key}")
     for name in [s.name for s in d.pipeline.stateful_stages] + [CHECKPOINT]:
         context.log_event(dg.AssetObservation(name, partition=key, metadata=meta))

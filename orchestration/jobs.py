@@ -64,13 +64,13 @@ def restore_state(context: dg.OpExecutionContext, config: RestoreConfig, epochal
     what = "latest checkpoint" if pointer is None else f"{'savepoint' if config.savepoint else 'checkpoint'} {pointer}"
     meta = restore_metadata(result, f"restore of the {what}")
     for name in _state_assets(runner):
-        context.log_event(dg.AssetObservation(name, partition=result.get("partition"), metadata=meta))
-    for skipped in result.get("skipped", []):
+        context.log_event(dg.AssetObservation(name, partition=result.partition, metadata=meta))
+    for skipped in result.skipped:
         context.log.warning(f"skipped an unusable checkpoint: {skipped}")
     if position is not None:
-        first = 0 if result.get("epoch") is None else result["epoch"] + 1
+        first = 0 if result.epoch is None else result.epoch + 1
         mark_out_of_date(context, runner.d, range(first, position + 1), f"rewound by the restore of the {what}")
-    return result
+    return result.to_dict()
 
 
 def _position(runner) -> int | None:

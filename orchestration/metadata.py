@@ -6,6 +6,8 @@ from typing import Any
 
 import dagster as dg
 
+from epochal.pipeline.recovery import Restored
+
 
 def _num(value: Any) -> dg.MetadataValue:
     return dg.MetadataValue.float(float(value)) if isinstance(value, float) else dg.MetadataValue.int(int(value))
@@ -71,20 +73,22 @@ def sink_metadata(report, sink: str) -> dict[str, Any]:
     return meta
 
 
-def restore_metadata(result: dict[str, Any], action: str) -> dict[str, Any]:
+def restore_metadata(result: Restored, action: str) -> dict[str, Any]:
     """An observation recording a restore (or a reset to empty state) on the state's assets."""
     meta: dict[str, Any] = {"action": dg.MetadataValue.text(action)}
-    if result.get("checkpoint_id") is not None:
-        meta["restored_checkpoint_id"] = _num(result["checkpoint_id"])
-    if result.get("epoch") is not None:
-        meta["restored_epoch"] = _num(result["epoch"])
-        meta["restored_partition"] = dg.MetadataValue.text(str(result["partition"]))
+    if result.checkpoint_id is not None:
+        meta["restored_checkpoint_id"] = _num(result.checkpoint_id)
+    if result.epoch is not None:
+        meta["restored_epoch"] = _num(result.epoch)
+        meta["restored_partition"] = dg.MetadataValue.text(str(result.partition))
     else:
         meta["restored_epoch"] = dg.MetadataValue.text("empty state")
-    if result.get("kind"):
-        meta["restored_kind"] = dg.MetadataValue.text(str(result["kind"]))
-    if result.get("metadata_path"):
-        meta["metadata_path"] = dg.MetadataValue.path(str(result["metadata_path"]))
-    if result.get("parallelism"):
-        meta["parallelism"] = _num(result["parallelism"])
+    if result.kind:
+        meta["restored_kind"] = dg.MetadataValue.text(result.kind)
+    if result.metadata_path:
+        meta["metadata_path"] = dg.MetadataValue.path(result.metadata_path)
+    if result.parallelism:
+        meta["parallelism"] = _num(result.parallelism)
+    if result.sinks_by_version:
+        meta["sinks_restored_to_version"] = dg.MetadataValue.text(", ".join(result.sinks_by_version))
     return meta

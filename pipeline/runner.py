@@ -13,7 +13,6 @@ sinks) and replays from its position, reading the recorded plans.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -24,12 +23,10 @@ from typing import Any, Callable
 from epochal.pipeline.deployment import Deployment
 from epochal.pipeline.epoch import EpochTransaction
 from epochal.pipeline.errors import PipelineError
-from epochal.pipeline.faults import crashpoint
 from epochal.pipeline.lease import leased
+from epochal.pipeline.recovery import Recovery, Restored
 from epochal.pipeline.savepoints import take_savepoint
-from epochal.pipeline.sinks import forward_gap, refuse_written_sinks
-from epochal.pipeline.stage import SinkMode
-from epochal.state.checkpoint import CompletedCheckpoint
+from epochal.pipeline.sinks import refuse_written_sinks
 
 log = logging.getLogger("epochal.runner")
 
@@ -59,16 +56,17 @@ class EpochReport:
 @dataclass
 class RunReport:
     epochs: list[EpochReport] = field(default_factory=list)
-    restored: dict[str, Any] | None = None
+    restored: Restored | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epochs": [e.to_dict() for e in self.epochs], "restored": self.restored}
+        return {"epochs": [e.to_dict() for e in self.epochs], "restored": None if self.restored is None else self.restored.to_dict()}
 
 
 class EpochRunner:
     def __init__(self, deployment: Deployment, *, on_epoch: Callable[[EpochReport], None] | None = None) -> None:
         self.d = deployment
         self.on_epoch = on_epoch
+        self.recovery = Recovery(deployment)
         self._last_checkpoint_epoch: int | None = None
 
     # -- public ----------------------------------------------------------------------------
@@ -85,7 +83,7 @@ class EpochRunner:
         that run in order (a Dagster backfill runs one partition per run).
         """
         report = RunReport()
-        report.restored, recovered_by_backfill = self._recover_before_run(from_)
+        report.restored, recovered_by_backfill = self.recovery.before_run(from_)
         progress = self.d.progress.load()
         position = progress.last_done_epoch
         if position is None and progress.clean and report.restored is None and self.d.coordinator.store.latest() is None:
@@ -95,7 +93,7 @@ class EpochRunner:
             if recovered_by_backfill or (position is not None and first <= position):
                 if not recovered_by_backfill:
                     report.restored = self.restore_before(first)
-                restored_epoch = report.restored["epoch"]
+                restored_epoch = report.restored.epoch
                 # A checkpoint older than from_ - 1 (interval > 1, or a savepoint): replay up to from_ too.
                 first = 0 if restored_epoch is None else min(first, restored_epoch + 1)
                 replan = True
@@ -112,7 +110,7 @@ class EpochRunner:
         latest = self.d.coordinator.store.latest()
         self._last_checkpoint_epoch = None if latest is None else int(latest.metadata.epoch)
         if report.restored is not None:  # the state is at the restored epoch, whatever newer checkpoints exist
-            self._last_checkpoint_epoch = report.restored["epoch"]
+            self._last_checkpoint_epoch = report.restored.epoch
         elif self._last_checkpoint_epoch is not None and (first - 1) < self._last_checkpoint_epoch:
             # A savepoint (or checkpoint) ahead of the state, after a restore by another process:
             # the interval counts from the state's position.
@@ -148,191 +146,20 @@ class EpochRunner:
             self.on_epoch(report)
         return report
 
-    # -- retention, restore, savepoints -------------------------------------------------------
+    # -- recovery, restore, savepoints -------------------------------------------------------
 
-    def _recover_before_run(self, from_: str | None) -> tuple[dict[str, Any] | None, bool]:
-        """Restore first if the last run or restore died (or the run position file is gone); return
-        what was restored, and whether it was ``from_``'s backfill restore (the way out when none after is usable)."""
-        progress = self.d.progress.load()
-        backfill = None if from_ is None else self.d.partitioning.epoch(from_)
-        if not progress.clean and backfill is not None and backfill <= progress.in_flight:
-            log.warning("the last run or restore did not finish; the backfill from %s restores first", from_)
-            return self.restore_before(backfill), True
-        if not progress.clean:
-            return self.recover(progress), False
-        if not self.d.progress.exists() and self.d.coordinator.store.latest() is not None:
-            log.warning("the run position file %s is missing while checkpoints exist: restoring the latest completed "
-                        "checkpoint (state and sinks), as after a crash", self.d.storage.child("progress.json"))
-            return self.restore(), False
-        return None, False
-
-    def recover(self, progress) -> dict[str, Any]:
+    def recover(self, progress) -> Restored:
         """After a run that died mid-epoch, or a restore that died half-way: restore again."""
-        target = progress.restoring
-        if target is None:
-            log.warning("the last run died in epoch %s: restoring the latest completed checkpoint", progress.in_progress)
-            # Never forward: a savepoint of a later epoch (kept after an older restore) is not where the state was.
-            return self.restore(max_epoch=progress.in_progress)
-        log.warning("the last restore (%s) did not finish: doing it again", json.dumps(target, sort_keys=True))
-        if target.get("empty"):
-            return self._restore_empty()
-        return self.restore(
-            target.get("pointer"), parallelism=target.get("parallelism"),
-            allow_non_restored_state=bool(target.get("allow_non_restored_state", False)),
-        )
+        return self.recovery.recover(progress)
 
-    @leased("restore")
-    def restore(
-        self,
-        pointer: str | int | None = None,
-        *,
-        parallelism: int | None = None,
-        max_epoch: int | None = None,
-        allow_non_restored_state: bool = False,
-    ) -> dict[str, Any]:
-        """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
+    def restore(self, pointer: str | int | None = None, **options: Any) -> Restored:
+        """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint; ``parallelism=``
+        rescales (:meth:`epochal.pipeline.recovery.Recovery.restore` names every option)."""
+        return self.recovery.restore(pointer, **options)
 
-        Every handle is checked before anything changes; a latest checkpoint that is
-        corrupt or incomplete is skipped with a warning naming it (see ``epochal.state.recovery.restore``).
-        ``max_epoch`` bounds the latest (crash recovery never restores a later epoch than
-        the one in flight). ``progress.json`` records the restore before it changes
-        anything, so a restore that dies half-way is done again by the next run.
-        ``allow_non_restored_state`` (Flink's ``--allowNonRestoredState``): state in the
-        checkpoint that no stage declares any more (a stage removed) is dropped instead of refused.
-        """
-        from epochal.state.recovery.restore import restore_state
-
-        position = self._sinks_position()
-
-        def record(chosen: str | None) -> None:  # checked, nothing changed yet
-            target = {"empty": True} if chosen is None else {
-                "pointer": chosen, "parallelism": parallelism, "allow_non_restored_state": allow_non_restored_state,
-            }
-            self.d.progress.restoring(target, last_done_epoch=position)
-
-        result = restore_state(
-            self.d.spark, self.d.coordinator, pointer, targets=self._targets(),
-            working_root=self.d.shared_root, parallelism=parallelism, max_epoch=max_epoch, before_changes=record,
-            allow_non_restored_state=allow_non_restored_state,
-        )
-        crashpoint("in_restore", None if result.started_empty else int(result.epoch))
-        self._reset_backends()
-        epoch = None if result.started_empty else int(result.epoch)
-        self._drop_checkpoints_after(epoch)
-        by_content = self._rewind_sinks(epoch, result.sinks)
-        if parallelism is not None:  # a rescale: the pipeline runs with it from now on (recorded with the position)
-            self.d.parallelism = parallelism
-        self.d.progress.reset(epoch, parallelism=parallelism)
-        if gap := forward_gap({n: self.d.sinks[n] for n in by_content}, position, epoch):
-            log.warning("%s", gap)
-        return {
-            "sink_gap": gap,
-            "checkpoint_id": None if result.started_empty else int(result.checkpoint_id),
-            "kind": None if result.started_empty else result.kind.value,
-            "epoch": epoch,
-            "partition": None if epoch is None else self.d.partitioning.key(epoch),
-            "metadata_path": result.metadata_path,
-            "parallelism": parallelism or self.d.parallelism,
-            "skipped": [s.model_dump(mode="json") for s in result.skipped],
-        }
-
-    def _targets(self):
-        from epochal.state.recovery.restore import StateTarget
-
-        targets = []
-        for stage in self.d.pipeline.stages:
-            targets += [StateTarget.keyed(self.d.keyed[stage.name], desc) for desc in stage.keyed_state]
-            targets += [StateTarget.operator(self.d.operator[stage.name], desc) for desc in stage.operator_state]
-        return targets
-
-    def _reset_backends(self) -> None:
-        for backend in list(self.d.keyed.values()) + list(self.d.operator.values()):
-            backend._opened.clear()
-
-    def restore_before(self, epoch: int) -> dict[str, Any]:
+    def restore_before(self, epoch: int) -> Restored:
         """Restore the newest checkpoint or savepoint whose epoch is before ``epoch`` (empty state if none)."""
-        candidates = [c for c in self.d.coordinator.store.all() if int(c.metadata.epoch) < epoch]
-        if not candidates:
-            if epoch == 0:
-                return self._restore_empty()
-            raise PipelineError(
-                f"no checkpoint or savepoint before partition {self.d.partitioning.key(epoch)} to restore; "
-                f"backfill from {self.d.partitioning.key(0)} instead"
-            )
-        return self._restore_newest(sorted(candidates, key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id))))
-
-    def _restore_newest(self, candidates: list[CompletedCheckpoint]) -> dict[str, Any]:
-        """Restore the last usable of ``candidates``, skipping broken ones with a warning naming each."""
-        import warnings
-
-        from epochal.state.errors import CheckpointNotRestorable, RestoreFallbackWarning
-
-        skipped: list[str] = []
-        for entry in reversed(candidates):
-            try:
-                return self.restore(int(entry.checkpoint_id))
-            except CheckpointNotRestorable as exc:
-                skipped.append(f"checkpoint {int(entry.checkpoint_id)}: {exc.message}")
-                warnings.warn(f"Skipping {skipped[-1]} Trying an older one.", RestoreFallbackWarning, stacklevel=3)
-                log.warning("skipping %s", skipped[-1])
-        raise PipelineError(f"no usable checkpoint or savepoint before the backfill's start ({'; '.join(skipped)})")
-
-    def _sinks_position(self) -> int | None:
-        """Where the sinks are (the last epoch done), None if unknown."""
-        try:
-            return self.d.progress.load().last_done_epoch
-        except PipelineError:  # a corrupt position file: restore rewrites it
-            return None
-
-    def _restore_empty(self) -> dict[str, Any]:
-        """Empty state (a backfill from the first partition); the tables keep their history."""
-        from epochal.state.recovery.restore import reset_to_empty
-
-        self.d.progress.restoring({"empty": True}, last_done_epoch=self._sinks_position())
-        reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root)
-        self._reset_backends()
-        self._drop_checkpoints_after(None)
-        self._rewind_sinks(None)
-        self.d.progress.reset(None)
-        return {"checkpoint_id": None, "kind": None, "epoch": None, "partition": None}
-
-    def _drop_checkpoints_after(self, epoch: int | None) -> None:
-        """Remove retained checkpoints of epochs after the restored one (before the sinks are rewound).
-
-        Rewinding drops the append sinks' rows of those epochs, so restoring such a
-        checkpoint later (a crash before the replay checkpoints again, a skipped
-        checkpoint readable again) would lose them. Savepoints are kept.
-        """
-        store = self.d.coordinator.store
-        for entry in store.all():
-            if not entry.is_savepoint and (epoch is None or int(entry.metadata.epoch) > epoch):
-                log.warning("removing checkpoint %s (epoch %s): the state and the sinks were rewound to %s",
-                            int(entry.checkpoint_id), int(entry.metadata.epoch), epoch)
-                store.remove(int(entry.checkpoint_id))
-
-    def _rewind_sinks(self, epoch: int | None, positions=()) -> list[str]:
-        """Bring every sink back to ``epoch``: to its recorded version, else by content; return the latter's names."""
-        d = self.d
-        producers = {s.name: s for s in d.pipeline.stages}
-        recorded = {p.sink: p for p in positions}
-        by_content = []
-        for name, sink in d.sinks.items():
-            if epoch is not None and sink.restore_version(recorded.get(name)):
-                continue
-            by_content.append(name)
-            if sink.spec.mode is SinkMode.APPEND:
-                sink.rewind(epoch)
-                continue
-            stage_name, _, output = sink.spec.input.partition(".")
-            stage = producers[stage_name]
-            view = None
-            if epoch is not None and hasattr(stage, "view"):
-                view = stage.view(d.context(stage, epoch), output or stage.outputs[0])
-            elif epoch is not None:
-                log.warning("sink %s: the restored checkpoint holds no version of it to restore, and stage %s has no "
-                            "view() to rebuild it from: it starts empty", name, stage_name)
-            sink.rewind(epoch, view)
-        return by_content
+        return self.recovery.restore_before(epoch)
 
     @leased("savepoint")
     def savepoint(self, name: str | None = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 from epochal.state.delta import io as delta_io
 from epochal.state.delta.log import working_tables
 from epochal.state.delta.paths import to_spark
+from epochal.state.backends.keyed import contains_map
 
 KEYED_COLUMNS = ("key_group", "key", "namespace", "value", "expires_at", "updated_epoch")
 KEYED_COMPARED = ("key_group", "key", "namespace", "value", "expires_at")
@@ -71,7 +72,7 @@ def deployment_tables(deployment) -> dict[str, tuple[str, str | None]]:
 
 def normal_column(column: Column, dtype: T.DataType) -> Column:
     """``column`` in a form set operations accept and compare by content: maps become sorted entry arrays."""
-    if not _contains_map(dtype):
+    if not contains_map(dtype):
         return column
     if isinstance(dtype, T.MapType):
         entries = F.transform(
@@ -87,16 +88,6 @@ def normal_column(column: Column, dtype: T.DataType) -> Column:
     return F.when(column.isNull(), F.lit(None)).otherwise(
         F.struct(*[normal_column(column[f.name], f.dataType).alias(f.name) for f in dtype.fields])
     )
-
-
-def _contains_map(dtype: T.DataType) -> bool:
-    if isinstance(dtype, T.MapType):
-        return True
-    if isinstance(dtype, T.ArrayType):
-        return _contains_map(dtype.elementType)
-    if isinstance(dtype, T.StructType):
-        return any(_contains_map(f.dataType) for f in dtype.fields)
-    return False
 
 
 def comparable(df: DataFrame, *, clock: datetime, rescaled: bool = False) -> DataFrame:

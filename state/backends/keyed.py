@@ -75,13 +75,14 @@ def keyed_table_schema(descriptor: KeyedStateDescriptor) -> T.StructType:
     )
 
 
-def _contains_map(dtype: T.DataType) -> bool:
+def contains_map(dtype: T.DataType) -> bool:
+    """Whether a type holds a map anywhere (maps support no equality, ordering or set operations in Spark)."""
     if isinstance(dtype, T.MapType):
         return True
     if isinstance(dtype, T.ArrayType):
-        return _contains_map(dtype.elementType)
+        return contains_map(dtype.elementType)
     if isinstance(dtype, T.StructType):
-        return any(_contains_map(f.dataType) for f in dtype.fields)
+        return any(contains_map(f.dataType) for f in dtype.fields)
     return False
 
 
@@ -89,7 +90,7 @@ def comparable(col: Column, dtype: T.DataType) -> Column:
     """A form of ``col`` that supports ``<=>`` (maps are not comparable in Spark)."""
     if isinstance(dtype, T.MapType):
         return F.to_json(F.array_sort(F.map_entries(col)))
-    if _contains_map(dtype):
+    if contains_map(dtype):
         return F.to_json(col)
     return col
 

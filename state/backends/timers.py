@@ -1,7 +1,7 @@
-"""Event-time timers kept as keyed state (Flink's ``InternalTimerService``), and pinned state reads.
+"""Event-time timers kept as keyed state (Flink's ``InternalTimerService``).
 
-A pinned read is taken at the state table's current Delta version, so a lazy
-frame computed from it stays the same after later writes to the state.
+Their reads are the keyed backend's, pinned at the call: a lazy frame of the timers
+stays the same after later writes to them.
 """
 
 from __future__ import annotations
@@ -13,26 +13,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from epochal.state.delta import io as delta_io
-from epochal.state.descriptors import KeyedStateDescriptor, ValueStateDescriptor
+from epochal.state.descriptors import ValueStateDescriptor
 from epochal.state.backends.keyed import KeyedStateBackend
-from epochal.state.backends.operator import OperatorListState
-
-def pinned_read(backend: KeyedStateBackend, descriptor: KeyedStateDescriptor) -> DataFrame:
-    """Live ``key, namespace, value`` of a keyed state (every read is pinned now: kept for old callers)."""
-    return backend.read(descriptor).select("key", "namespace", "value")
-
-
-def pinned_union_list(state: OperatorListState) -> DataFrame:
-    """Every element (``value``) of a union list state at its current Delta version.
-
-    The union of every subtask's list is what each subtask sees after a
-    restore; the handle (from ``get_union_list_state``) has opened the table.
-    """
-    backend = state.store.backend
-    path = backend.table_path(state.descriptor)
-    return delta_io.read_version(backend.spark, path, delta_io.current_version(backend.spark, path)).select("value")
-
 
 
 @dataclass(frozen=True)
@@ -56,7 +38,7 @@ class EventTimeTimers:
 
     def read(self, backend: KeyedStateBackend) -> DataFrame:
         """Every timer: ``key``, ``timestamp`` (pinned to the current version)."""
-        return pinned_read(backend, self.descriptor).select("key", F.col("value").alias("timestamp"))
+        return backend.read(self.descriptor).select("key", F.col("value").alias("timestamp"))
 
     def due(
         self, backend: KeyedStateBackend, watermark: DataFrame | datetime, *, current: DataFrame | None = None

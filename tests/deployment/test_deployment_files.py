@@ -224,6 +224,7 @@ def test_dagster_containers_share_one_environment_and_instance():
         assert host_file(services[name], f"{home}/dagster.yaml") == DEPLOY / "dagster.yaml"
         assert mounts(services[name])[f"{home}/storage"] == "dagster-storage", f"{name}: shared compute logs"
         assert host_file(services[name], env["EPOCHAL_CONFIG"]).is_file()
+        assert host_file(services[name], env["PYTHONPATH"]) == DEPLOY / "pipelines", f"{name}: users' pipeline packages"
     settings, env = pipeline_settings()
     assert str(settings.dagster.home) == env["DAGSTER_HOME"]
     postgres = service_env(services["postgres"])

@@ -82,7 +82,7 @@ def test_a_removed_stage_is_refused_unless_its_state_may_be_dropped(spark, proje
     with pytest.raises(UnclaimedStateError, match="counts/count"):
         new.restore(savepoint)
     restored = new.restore(savepoint, allow_non_restored_state=True)
-    assert restored["epoch"] == 1
+    assert restored.epoch == 1
     stage = next(s for s in new.d.pipeline.stages if s.name == "sum")
     assert {r.key: r.value for r in new.d.keyed["sum"].values(stage.total).collect()} == {"a": 11, "b": 2}
 

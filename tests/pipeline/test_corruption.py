@@ -139,16 +139,16 @@ def _falls_back(runner, expected_id: int, *named: str) -> str:
     with pytest.warns(RestoreFallbackWarning) as caught:
         report = runner.run(to=LAST)
     restored = report.restored
-    assert restored["checkpoint_id"] == expected_id, restored
+    assert restored.checkpoint_id == expected_id, restored
     messages = " | ".join(str(w.message) for w in caught)
     for name in named:
         assert name in messages, f"{name!r} not named in {messages!r}"
-    skipped = [s["checkpoint_id"] for s in restored["skipped"]]
+    skipped = [s["checkpoint_id"] for s in restored.skipped]
     retained = {int(c.checkpoint_id) for c in runner.d.coordinator.store.all()}
     assert not retained & set(skipped), "checkpoints newer than the restored one are removed"
     assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
     replayed = [e.epoch for e in report.epochs]
-    return (f"`run` fell back to {restored['kind']} {expected_id} (epoch {restored['epoch']}) with a warning naming "
+    return (f"`run` fell back to {restored.kind} {expected_id} (epoch {restored.epoch}) with a warning naming "
             f"{skipped}, removed them, replayed epochs {replayed}: sinks equal a straight run")
 
 
@@ -252,7 +252,7 @@ def test_corrupt_checkpoints_fall_back_or_fail_clearly_never_start_empty(spark, 
     with pytest.warns(RestoreFallbackWarning, match=f"checkpoint {int(newest_before.checkpoint_id)}"):
         report = runner.run(from_=LAST, to=LAST)
     replayed = [e.epoch for e in report.epochs]
-    assert (report.restored["checkpoint_id"], replayed) == (2, [1, 2, 3])
+    assert (report.restored.checkpoint_id, replayed) == (2, [1, 2, 3])
     assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
     case(f"backfill `run --from` epoch 3 when the newest checkpoint before it ({int(newest_before.checkpoint_id)}) is corrupt",
          f"fell back to savepoint 2 (epoch 0) with a warning, replayed epochs {replayed}: sinks equal a straight run")

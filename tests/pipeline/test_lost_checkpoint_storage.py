@@ -58,7 +58,7 @@ def test_sinks_with_output_and_no_checkpoint_storage_refuse_to_run(spark, tmp_pa
         elsewhere.run(to="2026-11-01-00:00")
 
     restored = lost.restore(str(tmp_path / "kept"))  # the way out the message names
-    assert restored["epoch"] == 1 and restored["sink_gap"] is None and savepoint["path"]
+    assert restored.epoch == 1 and restored.sink_gap is None and savepoint["path"]
     lost.run(to="2026-11-01-01:00")
     assert {r.key: r.total for r in lost.d.sinks["totals"].read().collect()} == before
 

@@ -69,7 +69,7 @@ def test_a_restore_that_died_half_way_is_done_again_by_the_next_run(spark, tmp_p
 
     again = _runner(spark, _deploy(tmp_path / "crashed"))
     report = again.run(to=LAST)
-    assert report.restored["checkpoint_id"] == epoch_2 and report.restored["epoch"] == 2
+    assert report.restored.checkpoint_id == epoch_2 and report.restored.epoch == 2
     assert [e.epoch for e in report.epochs] == [3]  # replayed from the restored epoch, not from the old position
     assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)
     _assert_equal(spark, again, _clean(spark, tmp_path))
@@ -86,7 +86,7 @@ def test_crash_recovery_never_restores_a_later_savepoint(spark, tmp_path, toy_re
 
     again = _runner(spark, _deploy(tmp_path / "crashed"))
     report = again.run(to=LAST)
-    assert report.restored["epoch"] == 1, report.restored  # "early", not the later "late"
+    assert report.restored.epoch == 1, report.restored  # "early", not the later "late"
     assert [e.epoch for e in report.epochs] == [2, 3]
     assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)
 
@@ -139,7 +139,7 @@ def test_a_lost_run_position_file_restores_instead_of_replaying_on_top(spark, tm
 
     again = _runner(spark, _deploy(tmp_path / "crashed"))
     report = again.run(to=LAST)
-    assert report.restored["epoch"] == 1
+    assert report.restored.epoch == 1
     assert [e.epoch for e in report.epochs] == [2, 3]
     assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)  # not the totals of epochs 0 and 1 counted twice
 
@@ -155,5 +155,5 @@ def test_a_backfill_from_the_first_partition_is_the_way_out_after_a_crash(spark,
     with pytest.raises(Exception, match="checkpoint"):
         again.run(to=LAST)  # never from empty state on its own
     report = again.run(from_="2026-11-01-00:00", to=LAST)
-    assert report.restored["epoch"] is None
+    assert report.restored.epoch is None
     assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)

@@ -83,7 +83,7 @@ def test_run_checkpoints_restore_and_backfill(spark, tmp_path, toy_registered):
     # restore the checkpoint of epoch 2: state and sinks rewind to the end of epoch 2 ...
     cp2 = [c for c in retained if int(c.metadata.epoch) == 2 and c.metadata.kind.value == "checkpoint"][0]
     restored = runner.restore(int(cp2.checkpoint_id))
-    assert restored["epoch"] == 2
+    assert restored.epoch == 2
     totals, log = _sinks(runner)
     assert totals == {"a": 11, "b": 7, "c": 3} and max(e for e, _, _ in log) == 2
     # ... and running on gives the straight run's sinks
@@ -92,18 +92,18 @@ def test_run_checkpoints_restore_and_backfill(spark, tmp_path, toy_registered):
 
     # the same from the savepoint taken after hour 1
     restored = runner.restore(savepoint["path"])
-    assert restored["epoch"] == 1 and restored["kind"] == "savepoint"
+    assert restored.epoch == 1 and restored.kind == "savepoint"
     assert _sinks(runner)[0] == {"a": 11, "b": 2, "c": 3}
     runner.run(to="2026-11-01-03:00")
     assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
 
     # a backfill from hour 3 restores the newest checkpoint before it and replays
     report = runner.run(from_="2026-11-01-03:00", to="2026-11-01-03:00")
-    assert report.restored["epoch"] == 2 and [e.epoch for e in report.epochs] == [3]
+    assert report.restored.epoch == 2 and [e.epoch for e in report.epochs] == [3]
     assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
     # a backfill from the first partition starts from empty state
     report = runner.run(from_="2026-11-01-00:00", to="2026-11-01-00:00")
-    assert report.restored["checkpoint_id"] is None
+    assert report.restored.checkpoint_id is None
     assert _sinks(runner)[0] == {"a": 1, "b": 2}
 
 

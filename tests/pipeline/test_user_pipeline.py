@@ -121,7 +121,7 @@ def test_after_a_kill_between_the_sink_write_and_the_checkpoint_the_sink_is_rewo
 
     runner = EpochRunner(build_deployment(load_settings(project / "epochal.yaml"), spark))
     report = runner.run(to=LAST)
-    assert report.restored["epoch"] == 1
+    assert report.restored.epoch == 1
     assert [e.epoch for e in report.epochs] == [2]
     assert _sink(spark, project) == {"a": 111, "b": 7}
     assert "RESTORE" in _history(spark, project)

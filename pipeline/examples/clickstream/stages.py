@@ -45,7 +45,7 @@ from epochal.state.descriptors import (
     UnionListOperatorState,
     ValueStateDescriptor,
 )
-from epochal.state.backends.timers import EventTimeTimers, pinned_read, pinned_union_list  # noqa: F401 - re-exported
+from epochal.state.backends.timers import EventTimeTimers
 
 # ----------------------------------------------------------------------------- names and schemas
 
@@ -94,7 +94,8 @@ def _minus(ts: Column, micros: int) -> Column:
 
 @dataclass
 class _Held:
-    """Frames a stage persisted for one epoch."""
+    """Frames a stage persisted for one epoch, for speed only: a frame used twice in an epoch (to write
+    state and as output) is computed once. Correctness needs no caching: state reads are pinned."""
 
     frames: list[DataFrame] = field(default_factory=list)
 
@@ -110,7 +111,7 @@ class _Held:
 
 
 class _HoldingStage:
-    """Base of stages that hold frames for the epoch (released at the next ``process`` or by :meth:`release`)."""
+    """Base of stages that cache frames for the epoch (released at the next ``process`` or by :meth:`release`)."""
 
     def __init__(self) -> None:
         self._held = _Held()
@@ -356,7 +357,7 @@ class SessionStage(_HoldingStage):
         """One row: ``watermark_before``, ``watermark_after`` (null before any event); stages the new max."""
         lateness = _micros(self.allowed_lateness)
         state = ctx.operator.get_union_list_state(self.max_event_time)
-        before = pinned_union_list(state).agg(F.max("value").alias("old_max"))
+        before = state.get().agg(F.max("value").alias("old_max"))  # read at the call, whenever Spark evaluates it
         batch = distinct.agg(F.max("event_time").alias("batch_max"))
         newest = F.greatest("old_max", "batch_max")
         marks = self._held.hold(

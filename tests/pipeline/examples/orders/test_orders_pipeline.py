@@ -114,3 +114,26 @@ def test_three_epochs_match_the_reference_and_a_restore_runs_on_to_the_same_sink
         after = runner.d.sinks[name].read()
         assert before.count() == after.count() > 0, name
         assert before.exceptAll(after).isEmpty() and after.exceptAll(before).isEmpty(), name
+
+
+@pytest.mark.slow
+def test_epochal_verify_passes_on_the_orders_example(tmp_path):
+    """Every state kind (reducing, aggregating, list, map, timers, broadcast) and both sink modes, through
+    ``epochal verify``: straight twice, restores (one with another parallelism), and SIGKILLs at two points."""
+    import json
+    import subprocess
+    import sys
+
+    generator.generate(str(tmp_path / "landing"))
+    config = _config(tmp_path)
+    epochal = str(Path(sys.executable).with_name("epochal"))
+    result = subprocess.run(
+        [epochal, "verify", "--config", str(config), "--from", KEYS[0], "--to", KEYS[-1],
+         "--points", "after_last_ack,in_stage", "--seeds", "0", "--json"],
+        capture_output=True, text=True, timeout=1800, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["ok"] and report["epochs"] == 3
+    assert {s["result"] for s in report["scenarios"]} <= {"reference", "match"}
+    assert len(report["scenarios"]) == 6  # straight, again, restore, savepoint, two crashes
