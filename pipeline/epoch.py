@@ -266,16 +266,14 @@ class SavepointTransaction(_CheckpointingTransaction):
         if not result.triggered:
             raise PipelineError(f"savepoint declined: {result.reason.name if result.reason else 'unknown'}")
         self.pending = result.pending
-        try:
-            for stage in d.pipeline.ordered_stages:
-                crashpoint("in_savepoint", self.epoch)
-                self._ack_stage(stage, OperatorStateStore(d.operator[stage.name], d.parallelism))
-            for sink in d.sinks:  # the sinks are at the state's position: record their versions
-                self._ack_sink(sink)
-            completion = self.complete()
-        except BaseException as exc:
-            self.abort(exc)
-            raise
+        # No abort on an error: as in Flink, a failed savepoint is not a checkpoint failure (it never fails the
+        # pipeline); the pending savepoint dies with the process, and its marked folder is discarded later.
+        for stage in d.pipeline.ordered_stages:
+            crashpoint("in_savepoint", self.epoch)
+            self._ack_stage(stage, OperatorStateStore(d.operator[stage.name], d.parallelism))
+        for sink in d.sinks:  # the sinks are at the state's position: record their versions
+            self._ack_sink(sink)
+        completion = self.complete()
         if not completion.succeeded:
             detail = completion.failure.reason.name if completion.failure else "incomplete"
             raise PipelineError(f"savepoint {self.pending.spec.savepoint_name} failed: {detail}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from epochal.config import load_settings
-from epochal.pipeline import runner as runner_module
+from epochal.pipeline import recovery as recovery_module
 from epochal.pipeline.deployment import CrashAwareCoordinator
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
@@ -33,14 +33,14 @@ def _runner(spark, config) -> EpochRunner:
 
 
 def _die_at(monkeypatch, point: str) -> None:
-    real = runner_module.crashpoint
+    real = recovery_module.crashpoint  # restores crash where recovery.py says so
 
     def crashpoint(name, epoch=None):
         if name == point:
             raise Died(name)
         real(name, epoch)
 
-    monkeypatch.setattr(runner_module, "crashpoint", crashpoint)
+    monkeypatch.setattr(recovery_module, "crashpoint", crashpoint)
 
 
 def _clean(spark, tmp_path):
