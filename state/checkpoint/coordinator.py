@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from epochal.config.models import CheckpointMode, CheckpointSettings
+from epochal.config.models import CheckpointMode
 from epochal.state.checkpoint.clock import Clock
 from epochal.state.checkpoint.completed import CompletedCheckpoint
 from epochal.state.errors import (
     CheckpointError,
     HookError,
+    IllegalCheckpointTransition,
     InvalidCheckpointRequest,
     PipelineFailed,
     SavepointAlreadyExists,
@@ -39,8 +39,14 @@ from epochal.state.checkpoint.failure import CheckpointFailureManager
 from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook, check_identifiers, restore_hooks, trigger_hooks
 from epochal.state.checkpoint.ids import CheckpointIdCounter
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata, SinkPosition, require_json, serialize
+from epochal.state.checkpoint.outcomes import (  # noqa: F401 - re-exported: the coordinator's vocabulary
+    Acknowledgement,
+    Completion,
+    CoordinatorPolicy,
+    TriggerRequest,
+    TriggerResult,
+)
 from epochal.state.checkpoint.pending import AckResult, CheckpointSpec, PendingCheckpoint, PendingStatus
-from epochal.state.errors import IllegalCheckpointTransition
 from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason as Reason
 from epochal.state.checkpoint.resolve import CheckpointResolver
 from epochal.state.checkpoint.stats import CheckpointStatsTracker
@@ -50,77 +56,6 @@ from epochal.state.handles import StateHandle
 from epochal.state.ids import CheckpointId, Epoch
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CoordinatorPolicy:
-    """The trigger rules: concurrency, pause, timeout, default mode."""
-
-    max_concurrent: int = 1
-    min_pause_s: float = 0.0
-    timeout_s: float = 600.0
-    mode: CheckpointMode = CheckpointMode.INCREMENTAL
-
-    @classmethod
-    def from_settings(cls, settings: CheckpointSettings) -> CoordinatorPolicy:
-        return cls(settings.max_concurrent, settings.min_pause_s, settings.timeout_s, settings.mode)
-
-
-@dataclass(frozen=True)
-class TriggerRequest:
-    """A validated trigger call."""
-
-    epoch: Epoch
-    tasks: frozenset[str]
-    source_positions: dict[str, Any]
-    kind: CheckpointKind
-    mode: CheckpointMode
-    savepoint_name: str | None
-    max_parallelism: int | None
-
-
-@dataclass(frozen=True)
-class TriggerResult:
-    """A started pending checkpoint, or the failure (a decline reason) that stopped it."""
-
-    pending: PendingCheckpoint | None = None
-    failure: CheckpointFailure | None = None
-
-    @property
-    def triggered(self) -> bool:
-        return self.pending is not None
-
-    @property
-    def reason(self) -> Reason | None:
-        return None if self.failure is None else self.failure.reason
-
-    @property
-    def checkpoint_id(self) -> CheckpointId | None:
-        if self.pending is not None:
-            return self.pending.checkpoint_id
-        return None if self.failure is None or self.failure.checkpoint_id is None else CheckpointId(self.failure.checkpoint_id)
-
-
-@dataclass(frozen=True)
-class Completion:
-    """How completing a fully acknowledged checkpoint ended."""
-
-    checkpoint_id: CheckpointId
-    completed: CompletedCheckpoint | None = None
-    subsumed: tuple[CompletedCheckpoint, ...] = ()
-    failure: CheckpointFailure | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        return self.completed is not None
-
-
-@dataclass(frozen=True)
-class Acknowledgement:
-    """What an ack did; ``completion`` is set when it was the last one a checkpoint needed."""
-
-    result: AckResult
-    completion: Completion | None = field(default=None)
 
 
 class CheckpointCoordinator:
