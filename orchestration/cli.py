@@ -53,6 +53,19 @@ def _points(text: str) -> list[str]:
     return names
 
 
+def _verify_parser(sub) -> argparse.ArgumentParser:
+    verify = sub.add_parser(
+        "verify", help="check exactly-once on the configured pipeline: crashes, restores and a rescale against a straight run",
+    )
+    verify.add_argument("--from", dest="from_", metavar="KEY", help="first partition (default: partitions.start)")
+    verify.add_argument("--to", metavar="KEY", help="last partition (default: 2 after --from)")
+    verify.add_argument("--seeds", type=_non_negative, default=2, help="random crash instants (default 2)")
+    verify.add_argument("--points", type=_points, default=None, help="named crash points, comma-separated (default: all; '' for none)")
+    verify.add_argument("--workdir", default=None, help="where the scenarios' storage goes (default: a temporary folder)")
+    verify.add_argument("--keep", action="store_true", help="keep the scenarios' storage and the killed processes' logs")
+    return verify
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="epochal", description="Checkpointed, stateful batch-incremental pipelines on Spark and Delta")
     _common(parser)
@@ -100,15 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("name", help="the package name (a Python identifier)")
     new.add_argument("--dir", default=None, help="where to write it (default: ./NAME)")
 
-    verify = sub.add_parser(
-        "verify", help="check exactly-once on the configured pipeline: crashes, restores and a rescale against a straight run",
-    )
-    verify.add_argument("--from", dest="from_", metavar="KEY", help="first partition (default: partitions.start)")
-    verify.add_argument("--to", metavar="KEY", help="last partition (default: 2 after --from)")
-    verify.add_argument("--seeds", type=_non_negative, default=2, help="random crash instants (default 2)")
-    verify.add_argument("--points", type=_points, default=None, help="named crash points, comma-separated (default: all; '' for none)")
-    verify.add_argument("--workdir", default=None, help="where the scenarios' storage goes (default: a temporary folder)")
-    verify.add_argument("--keep", action="store_true", help="keep the scenarios' storage and the killed processes' logs")
+    verify = _verify_parser(sub)
 
     sub.add_parser("ui", help="start the Dagster webserver and daemon")
     for p in (demo, run, checkpoints, savepoint, restore, state, new, verify, sub.choices["ui"]):

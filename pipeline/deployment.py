@@ -56,7 +56,7 @@ class Deployment:
 
     def _recorded_parallelism(self) -> int | None:
         """The parallelism a restore (``--parallelism``) set, which the configuration's does not override."""
-        recorded = self.progress._parallelism() if self.progress.exists() else None
+        recorded = self.progress.recorded_parallelism()
         if recorded is not None and recorded != self.settings.spark.parallelism:
             log.info("running with parallelism %s (set by `epochal restore --parallelism`); the configuration's "
                      "spark.parallelism %s applies again only through another restore", recorded, self.settings.spark.parallelism)

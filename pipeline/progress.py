@@ -88,16 +88,17 @@ class ProgressStore:
 
     def restoring(self, target: dict[str, Any], *, last_done_epoch: int | None) -> None:
         """Mark a restore as started (before it changes anything); :meth:`reset` ends it."""
-        self.save(Progress(last_done_epoch, None, dict(target), self._parallelism()))
+        self.save(Progress(last_done_epoch, None, dict(target), self.recorded_parallelism()))
 
     def done(self, epoch: int) -> None:
-        self.save(Progress(epoch, None, parallelism=self._parallelism()))
+        self.save(Progress(epoch, None, parallelism=self.recorded_parallelism()))
 
     def reset(self, last_done_epoch: int | None, *, parallelism: int | None = None) -> None:
         """End a restore at ``last_done_epoch``; ``parallelism`` (a rescale) is kept from then on."""
-        self.save(Progress(last_done_epoch, None, parallelism=parallelism or self._parallelism()))
+        self.save(Progress(last_done_epoch, None, parallelism=parallelism or self.recorded_parallelism()))
 
-    def _parallelism(self) -> int | None:
+    def recorded_parallelism(self) -> int | None:
+        """The parallelism a restore set (None: the configuration's), also while the file is being rewritten."""
         try:
             return self.load().parallelism
         except PipelineError:  # a corrupt file is being rewritten by a restore
