@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = csub.add_parser("inspect")
     inspect.add_argument("id")
     _common(inspect)
+    _common(csub.add_parser(
+        "reset-failures", help="clear a failed pipeline's checkpoint failures (after fixing their cause); prints what was cleared",
+    ))
 
     savepoint = sub.add_parser("savepoint", help="take a savepoint; prints its path")
     savepoint.add_argument("--name", type=_savepoint_name, help="one path segment: letters, digits, '_', '-', '.'")
@@ -151,13 +154,23 @@ def _progress_printer() -> Callable | None:
 
 
 def cmd_run(args) -> Any:
+    from epochal.pipeline.errors import PipelineFailedError
+
     runner = _runner(_settings(args))
     if args.partition and (args.to or args.from_):
         raise CliError("--partition cannot be combined with --from/--to")
     frm, to = (args.partition, args.partition) if args.partition else (args.from_, args.to)
-    report = runner.run(to=to, from_=frm)
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
+    try:
+        report = runner.run(to=to, from_=frm)
+    except PipelineFailedError as exc:  # the epochs done are reported, then a non-zero exit naming the failure
+        if exc.report is None:
+            raise
+        failed = {"epoch": exc.epoch, "partition": exc.partition, "reason": exc.reason, "action": exc.action}
+        document = {**exc.report.to_dict(), "failed": failed}
+        return Finished(document, json.dumps(document, default=str, indent=2), 1, f"{exc.message} ({exc.action})", "run")
+    finally:
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
     return report.to_dict()
 
 
@@ -179,7 +192,20 @@ def _checkpoint_row(runner, c) -> dict[str, Any]:
     }
 
 
+def _reset_failures(settings) -> dict[str, Any]:
+    """Forget the checkpoint failures (no Spark: the failure state is one file in checkpoint storage)."""
+    from epochal.state.checkpoint.failure import StorageFailureStateRepository
+    from epochal.state.checkpoint.storage import CheckpointStorage
+
+    repository = StorageFailureStateRepository(CheckpointStorage(settings.checkpoints.dir))
+    before = repository.load()
+    repository.save(type(before)())
+    return {"was_failed": before.failed, "cleared": [f.describe() for f in before.failures]}
+
+
 def cmd_checkpoints(args) -> Any:
+    if args.action == "reset-failures":
+        return _reset_failures(_settings(args))
     runner = _runner(_settings(args))
     store = runner.d.coordinator.store
     if args.action == "list":
@@ -251,10 +277,10 @@ def cmd_new(args) -> Any:
 
 
 class Finished:
-    """A command's result that prints itself and chooses its exit status (``epochal verify``)."""
+    """A command's result that prints itself and chooses its exit status (``epochal verify``, a failed run)."""
 
-    def __init__(self, document: Any, text: str, exit_code: int, reason: str | None = None) -> None:
-        self.document, self.text, self.exit_code, self.reason = document, text, exit_code, reason
+    def __init__(self, document: Any, text: str, exit_code: int, reason: str | None = None, verb: str = "verify") -> None:
+        self.document, self.text, self.exit_code, self.reason, self.verb = document, text, exit_code, reason, verb
 
 
 def cmd_verify(args) -> Any:
@@ -320,7 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(result.text)
         if result.reason:
-            print(f"epochal: verify failed: {result.reason}", file=sys.stderr)
+            print(f"epochal: {result.verb} failed: {result.reason}", file=sys.stderr)
         return result.exit_code
     _print(result, as_json)
     return 0

@@ -29,3 +29,17 @@ class StageError(PipelineError):
 
 class ConcurrentRunError(PipelineError):
     """Another run holds this deployment's lease."""
+
+
+_WAY_OUT = ("fix the cause, then `epochal restore` (the latest completed checkpoint; it clears the failure) "
+            "or `epochal checkpoints reset-failures`, and run again")
+
+
+class PipelineFailedError(PipelineError):
+    """The pipeline failed (more consecutive checkpoint failures than ``checkpoints.tolerable_failures``): as in
+    Flink, it runs no more epochs until a restore, or an explicit reset, clears the failure."""
+
+    def __init__(self, reason: str, *, epoch: int | None = None, partition: str | None = None, report=None) -> None:
+        self.reason, self.epoch, self.partition, self.report = reason, epoch, partition, report
+        where = "" if epoch is None else f" at epoch {epoch} (partition {partition})"
+        super().__init__(f"the pipeline failed{where}: {reason}", action=_WAY_OUT, epoch=epoch, partition=partition)

@@ -137,6 +137,7 @@ class Recovery:
         if parallelism is not None:  # a rescale: the pipeline runs with it from now on (recorded with the position)
             self.d.parallelism = parallelism
         self.d.progress.reset(epoch, parallelism=parallelism)
+        self.d.coordinator.failures.reset()  # a restart from a checkpoint is the recovery of a failed pipeline
         if gap := forward_gap({n: self.d.sinks[n] for n in by_content}, position, epoch):
             log.warning("%s", gap)
         return Restored(

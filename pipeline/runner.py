@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from epochal.pipeline.deployment import Deployment
 from epochal.pipeline.epoch import EpochTransaction
-from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.errors import PipelineError, PipelineFailedError
 from epochal.pipeline.lease import leased
 from epochal.pipeline.recovery import Recovery, Restored
 from epochal.pipeline.savepoints import take_savepoint
@@ -82,6 +82,8 @@ class EpochRunner:
         position on is replayed with fresh source plans. ``replan`` also re-plans epochs
         that run in order (a Dagster backfill runs one partition per run).
         """
+        if (failure := self.d.coordinator.pipeline_failure) is not None:
+            raise PipelineFailedError(str(failure))
         report = RunReport()
         report.restored, recovered_by_backfill = self.recovery.before_run(from_)
         progress = self.d.progress.load()
@@ -116,7 +118,14 @@ class EpochRunner:
             # the interval counts from the state's position.
             self._last_checkpoint_epoch = first - 1
         for epoch in range(first, last + 1):
-            report.epochs.append(self.run_epoch(epoch, replan=replan))
+            done = self.run_epoch(epoch, replan=replan)
+            report.epochs.append(done)
+            if (failure := self.d.coordinator.pipeline_failure) is not None:  # past the tolerable failures: stop
+                raise PipelineFailedError(
+                    f"checkpoint {done.checkpoint_id} {done.checkpoint_status}"
+                    f"{f' ({done.checkpoint_detail})' if done.checkpoint_detail else ''}; {failure}",
+                    epoch=epoch, partition=done.partition, report=report,
+                )
         return report
 
     def _last_epoch(self, to: str | None, now: datetime | None) -> int:
