@@ -80,15 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--from", dest="from_", metavar="KEY")
     run.add_argument("--partition", metavar="KEY")
 
-    checkpoints = sub.add_parser("checkpoints", help="list or inspect checkpoints and savepoints")
-    csub = checkpoints.add_subparsers(dest="action", required=True)
-    _common(csub.add_parser("list"))
-    inspect = csub.add_parser("inspect")
-    inspect.add_argument("id")
-    _common(inspect)
-    _common(csub.add_parser(
-        "reset-failures", help="clear a failed pipeline's checkpoint failures (after fixing their cause); prints what was cleared",
-    ))
+    checkpoints = _checkpoints_parser(sub)
 
     savepoint = sub.add_parser("savepoint", help="take a savepoint; prints its path")
     savepoint.add_argument("--name", type=_savepoint_name, help="one path segment: letters, digits, '_', '-', '.'")
@@ -122,6 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (demo, run, checkpoints, savepoint, restore, state, new, verify, sub.choices["ui"]):
         _common(p)
     return parser
+
+
+def _checkpoints_parser(sub) -> argparse.ArgumentParser:
+    checkpoints = sub.add_parser("checkpoints", help="list or inspect checkpoints and savepoints")
+    csub = checkpoints.add_subparsers(dest="action", required=True)
+    _common(csub.add_parser("list"))
+    inspect = csub.add_parser("inspect")
+    inspect.add_argument("id")
+    _common(inspect)
+    _common(csub.add_parser(
+        "reset-failures", help="clear a failed pipeline's checkpoint failures (after fixing their cause); prints what was cleared",
+    ))
+    return checkpoints
 
 
 class CliError(EpochalError):
