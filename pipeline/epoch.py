@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 from epochal.config import CheckpointMode
 from epochal.pipeline.errors import PipelineError, StageError
 from epochal.pipeline.faults import crashpoint
-from epochal.pipeline.sources import SourceBatch, batch_from_position
+from epochal.pipeline.sources import SourceBatch, batch_from_position, check_unchanged, record_fingerprints
 from epochal.pipeline.stage import Stage
 from epochal.state.backends.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
 from epochal.state.checkpoint import CompletedCheckpoint
@@ -206,9 +206,11 @@ class EpochTransaction(_CheckpointingTransaction):
         storage = self.d.storage
         path = self.d.plan_path(source.name, self.epoch)
         if not self.replan and storage.exists(path):
-            return batch_from_position(source.name, json.loads(storage.read(path)))
+            position = json.loads(storage.read(path))
+            check_unchanged(source.name, position, epoch=self.epoch)
+            return batch_from_position(source.name, position)
         batch = source.plan(self.d.partitioning.info(self.epoch))
-        storage.write_atomic(path, json.dumps(batch.position, sort_keys=True).encode())
+        storage.write_atomic(path, json.dumps(record_fingerprints(batch), sort_keys=True).encode())
         return batch
 
     def _process(self, stage: Stage) -> None:

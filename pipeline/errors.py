@@ -27,6 +27,20 @@ class StageError(PipelineError):
         )
 
 
+class InputChangedError(PipelineError):
+    """A replayed epoch's planned input file changed or disappeared since its plan was recorded."""
+
+    def __init__(self, source: str, epoch: int, partition: str | None, path: str, what: str) -> None:
+        self.source, self.epoch, self.partition, self.path = source, epoch, partition, path
+        super().__init__(
+            f"source {source!r}, epoch {epoch} (partition {partition}): planned input file {path} {what}; "
+            "a replay must read the input the epoch first read",
+            action=("put the file back as it was, or re-plan the range on purpose with a backfill "
+                    f"(`epochal run --from {partition} --to ...`)"),
+            source=source, epoch=epoch, partition=partition, file=path,
+        )
+
+
 class ConcurrentRunError(PipelineError):
     """Another run holds this deployment's lease."""
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
+import fsspec
+
+from epochal.pipeline.errors import InputChangedError
 from epochal.pipeline.stage import EpochInfo
 
 
@@ -53,7 +56,44 @@ class HourlyFolderSource:
 
 def batch_from_position(name: str, position: dict[str, Any]) -> SourceBatch:
     """Rebuild a recorded plan."""
+    position = {k: v for k, v in position.items() if k != "fingerprints"}
     return SourceBatch(name=name, partition=position["partition"], files=tuple(position.get("files", [])), position=position)
+
+
+def fingerprint(path: str) -> dict[str, Any] | None:
+    """What identifies one input file's content: its size and its ETag (object stores) or modification time;
+    ``None`` when the file is gone."""
+    fs, stripped = fsspec.core.url_to_fs(path)
+    try:
+        info = fs.info(stripped)
+    except FileNotFoundError:
+        return None
+    found: dict[str, Any] = {"size": info.get("size")}
+    etag = info.get("ETag") or info.get("etag")
+    if etag:
+        found["etag"] = str(etag).strip('"')
+    else:
+        modified = info.get("mtime", info.get("LastModified", info.get("last_modified")))
+        found["mtime"] = modified.timestamp() if hasattr(modified, "timestamp") else modified
+    return found
+
+
+def record_fingerprints(batch: SourceBatch) -> dict[str, Any]:
+    """The plan to record: the source's position plus, per planned file, its :func:`fingerprint`."""
+    return {**batch.position, "fingerprints": {f: fingerprint(f) for f in batch.files}}
+
+
+def check_unchanged(name: str, position: dict[str, Any], *, epoch: int) -> None:
+    """Refuse to replay an epoch whose planned input changed since the plan was recorded.
+
+    A replay (after a crash or a restore) must read what the epoch read the first time; plans
+    recorded before fingerprints existed are not checked.
+    """
+    for path, recorded in (position.get("fingerprints") or {}).items():
+        now = fingerprint(path)
+        if now != recorded:
+            what = "is gone" if now is None else f"changed (recorded {recorded}, now {now})"
+            raise InputChangedError(name, epoch, position.get("partition"), path, what)
 
 
 def source_names(sources: Sequence[Source]) -> list[str]:

@@ -48,7 +48,9 @@ class CheckpointFailureReason(str, Enum):
     TRIGGER_HOOK_FAILED = ("TRIGGER_HOOK_FAILED", False, True, "A master trigger hook failed.")
     CHECKPOINT_EXPIRED = ("CHECKPOINT_EXPIRED", False, True, "The checkpoint expired before all acknowledgements arrived.")
     CHECKPOINT_DECLINED = ("CHECKPOINT_DECLINED", False, True, "A stage or sink declined the checkpoint.")
-    TASK_FAILURE = ("TASK_FAILURE", False, True, "A stage or sink failed while processing the epoch.")
+    # As in Flink, a task failure does not count: the run fails with the task's own error, and the next run
+    # restores the latest completed checkpoint and replays (the restart strategy's job, not the failure manager's).
+    TASK_FAILURE = ("TASK_FAILURE", False, False, "A stage or sink failed while processing the epoch.")
     FINALIZE_FAILED = (
         "FINALIZE_FAILED", False, True,
         "Completing the checkpoint (writing _metadata or committing it to the store) failed.",

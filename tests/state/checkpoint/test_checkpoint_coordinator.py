@@ -205,7 +205,7 @@ def test_abort(h: Harness) -> None:
 def test_tolerable_failures_then_pipeline_failed() -> None:
     h = Harness(tolerable=1, max_concurrent=3)
     h.trigger(0)
-    h.coordinator.abort(1, Reason.TASK_FAILURE)
+    h.coordinator.abort(1, Reason.CHECKPOINT_EXPIRED)
     h.trigger(1), h.trigger(2)
     h.coordinator.abort(2, Reason.CHECKPOINT_DECLINED, "sink said no")
     error = h.coordinator.pipeline_failure
@@ -220,10 +220,10 @@ def test_tolerable_failures_then_pipeline_failed() -> None:
 def test_success_resets_the_failure_count() -> None:
     h = Harness(tolerable=1)
     h.trigger(0)
-    h.coordinator.abort(1, Reason.TASK_FAILURE)
+    h.coordinator.abort(1, Reason.CHECKPOINT_EXPIRED)
     h.complete(1)
     h.trigger(2)
-    h.coordinator.abort(3, Reason.TASK_FAILURE)
+    h.coordinator.abort(3, Reason.CHECKPOINT_EXPIRED)
     assert h.coordinator.pipeline_failure is None
 
 

@@ -1,0 +1,92 @@
+"""A replay reads the input its epoch first read, or stops naming the file that changed (issue 19)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import fsspec
+import pytest
+import yaml
+
+import tests.support.toy_pipeline as toy
+from epochal.config import load_settings
+from epochal.pipeline.errors import InputChangedError
+from epochal.pipeline.registry import PIPELINES, build_deployment
+from epochal.pipeline.runner import EpochRunner
+from epochal.pipeline.sources import SourceBatch, check_unchanged, fingerprint, record_fingerprints
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def test_a_recorded_plan_names_each_file_with_its_size_and_modification_time(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"key": "a", "n": 1}\n')
+    recorded = record_fingerprints(SourceBatch("landing", "p", (str(path),), {"partition": "p", "files": [str(path)]}))
+    assert recorded["fingerprints"] == {str(path): {"size": path.stat().st_size, "mtime": path.stat().st_mtime}}
+    check_unchanged("landing", json.loads(json.dumps(recorded)), epoch=3)  # a JSON round trip keeps it equal
+
+    os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 5))  # same bytes, touched
+    with pytest.raises(InputChangedError, match=r"epoch 3 \(partition p\).*a\.jsonl changed"):
+        check_unchanged("landing", recorded, epoch=3)
+    path.unlink()
+    with pytest.raises(InputChangedError, match=r"a\.jsonl is gone") as caught:
+        check_unchanged("landing", recorded, epoch=3)
+    assert caught.value.path == str(path) and "backfill" in caught.value.action
+    check_unchanged("landing", {"partition": "p", "files": [str(path)]}, epoch=3)  # plans without fingerprints
+
+
+def test_an_object_store_file_is_named_by_its_etag(s3_server, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    fs.mkdir("replay-input")
+    url = "s3://replay-input/dt=2026-11-01/hour=00/part-0.jsonl"
+    fs.pipe(url, b'{"key": "a", "n": 1}\n')
+    fsspec.filesystem("s3").invalidate_cache()
+    first = fingerprint(url)
+    assert first["size"] == 21 and first["etag"]
+    fs.pipe(url, b'{"key": "a", "n": 2}\n')  # same size, other content
+    fsspec.filesystem("s3").invalidate_cache()
+    assert fingerprint(url)["etag"] != first["etag"]
+
+
+@pytest.fixture()
+def toy_registered():
+    toy.register()
+    yield
+    PIPELINES.pop("toy", None)
+
+
+def _runner(spark, tmp_path) -> EpochRunner:
+    config = {
+        "pipeline": "toy", "landing": str(tmp_path / "landing"), "warehouse": str(tmp_path / "warehouse"),
+        "checkpoints": {"dir": str(tmp_path / "checkpoints"), "interval_epochs": 1},
+        "partitions": {"start": "2026-11-01T00:00:00Z"},
+        "spark": {"master": "local[2]", "parallelism": 2, "max_parallelism": 16},
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return EpochRunner(build_deployment(load_settings(path), spark))
+
+
+def test_a_replay_whose_input_changed_stops_and_a_backfill_replans(spark, tmp_path, toy_registered):
+    landing = tmp_path / "landing"
+    toy.write_hour(landing, 0, [("a", 1)])
+    toy.write_hour(landing, 1, [("a", 10), ("b", 2)])
+    runner = _runner(spark, tmp_path)
+    runner.run(to="2026-11-01-01:00")
+    first = runner.d.coordinator.store.latest()
+
+    runner.restore(first.checkpoint_id - 1)  # back to epoch 0: epoch 1 is replayed from its recorded plan
+    toy.write_hour(landing, 1, [("a", 10), ("b", 2), ("c", 99)])  # the landed file was rewritten since
+    with pytest.raises(InputChangedError, match=r"hour=01/part-0000\.jsonl changed") as caught:
+        runner.run(to="2026-11-01-01:00")
+    assert caught.value.epoch == 1
+    totals = {r.key: r.total for r in runner.d.sinks["totals"].read().collect()}
+    assert totals == {"a": 1}, "nothing of the changed input was read"
+
+    runner.run(from_="2026-11-01-01:00", to="2026-11-01-01:00")  # a backfill re-plans on purpose
+    assert {r.key: r.total for r in runner.d.sinks["totals"].read().collect()} == {"a": 11, "b": 2, "c": 99}
