@@ -101,12 +101,14 @@ def test_stats_unknown_id_and_declines() -> None:
 def test_tolerable_failures_then_pipeline_failed() -> None:
     manager = CheckpointFailureManager(tolerable_failures=2)
     assert manager.record_failure(failure(Reason.CHECKPOINT_EXPIRED, 1)) is None
-    assert manager.record_failure(failure(Reason.TASK_FAILURE, 2)) is None
+    assert manager.record_failure(failure(Reason.TASK_FAILURE, 9)) is None, "a task failure does not count (Flink)"
+    assert manager.consecutive_failures == 1
+    assert manager.record_failure(failure(Reason.CHECKPOINT_DECLINED, 2)) is None
     error = manager.record_failure(failure(Reason.FINALIZE_FAILED, 3))
     assert isinstance(error, PipelineFailed)
     assert str(error).startswith(
         "The pipeline failed: 3 consecutive checkpoint failures (tolerable: 2): checkpoint 1: CHECKPOINT_EXPIRED (why); "
-        "checkpoint 2: TASK_FAILURE (why); checkpoint 3: FINALIZE_FAILED (why). Operator action: fix the cause"
+        "checkpoint 2: CHECKPOINT_DECLINED (why); checkpoint 3: FINALIZE_FAILED (why). Operator action: fix the cause"
     )
     assert [f.checkpoint_id for f in error.failures] == [1, 2, 3]
     with pytest.raises(PipelineFailed):
@@ -132,7 +134,7 @@ def test_zero_tolerable_failures_fails_on_the_first() -> None:
 def test_failed_state_survives_a_new_process_until_reset() -> None:
     storage = memory_storage()
     first = CheckpointFailureManager(0, StorageFailureStateRepository(storage))
-    first.record_failure(failure(Reason.TASK_FAILURE))
+    first.record_failure(failure(Reason.CHECKPOINT_EXPIRED))
     first.record_success()  # a failed pipeline stays failed until reset
     second = CheckpointFailureManager(0, StorageFailureStateRepository(storage))
     assert second.pipeline_failure is not None and second.state.failed
