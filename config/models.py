@@ -117,6 +117,13 @@ class CheckpointSettings(_Strict):
         default=0, ge=0, description="Minimum seconds between the end of one checkpoint and the next trigger."
     )
     stats_history: Int = Field(default=1000, ge=1, description="Checkpoints whose statistics are kept.")
+    cleanup_delay_s: Float = Field(
+        default=3600,
+        ge=0,
+        description="Grace period of retention (like VACUUM's): state files and Delta log entries that no retained "
+        "checkpoint needs any more are deleted only once they have been unneeded this long, so that a query that "
+        "started before the cleanup still finds its files.",
+    )
     lease_timeout_s: Float = Field(
         default=120,
         gt=0,

@@ -72,6 +72,22 @@ class Deployment:
     def plan_path(self, source: str, epoch: int) -> str:
         return self.storage.child("plans", source, f"{epoch:012d}.json")
 
+    def prune_plans(self) -> int:
+        """Delete the recorded plans of epochs no retained checkpoint replays (at or before the oldest
+        retained checkpoint's epoch; an older savepoint's restore re-plans them); return how many."""
+        checkpoints = [e for e in self.coordinator.store.all() if not e.is_savepoint]
+        if not checkpoints:
+            return 0
+        oldest = min(e.epoch for e in checkpoints)
+        pruned = 0
+        for source in self.pipeline.sources:
+            for name in self.storage.list_names(self.storage.child("plans", source.name)):
+                stem = name.removesuffix(".json")
+                if stem.isdigit() and int(stem) <= oldest:
+                    self.storage.delete_tree(self.storage.child("plans", source.name, name))
+                    pruned += 1
+        return pruned
+
     def state_handles(self, stage: Stage, store: OperatorStateStore | None = None) -> list[StateHandle]:
         keyed = self.keyed[stage.name]
         handles = [keyed.snapshot(d, parallelism=self.parallelism) for d in stage.keyed_state]

@@ -181,7 +181,9 @@ class EpochTransaction(_CheckpointingTransaction):
         if self.completion is None or not self.completion.succeeded:
             return
         crashpoint("in_retention", self.epoch)
-        release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage)
+        release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage,
+                         cleanup_delay_s=self.d.settings.checkpoints.cleanup_delay_s)
+        self.d.prune_plans()
 
     def done(self) -> None:
         """The epoch's every write is done: move the run position."""

@@ -75,24 +75,42 @@ class FileIdCounter:
         highest = self._highest_claimed()
         return CheckpointId(highest) if highest >= FIRST_ID else None
 
+    def prune(self) -> list[int]:
+        """Delete every claim below the highest (which keeps the counter where it is); return their ids.
+
+        Safe with concurrent claimers: a new id is always above the highest claim listed, so a
+        deleted claim is never taken again.
+        """
+        highest = self._highest_claimed()
+        pruned = []
+        for claimed in self._claimed():
+            if claimed < highest:
+                try:
+                    self._fs.rm_file(f"{self._dir}/{claimed}")
+                except FileNotFoundError:
+                    pass
+                pruned.append(claimed)
+        return pruned
+
     def _first_candidate(self) -> int:
-        if self._last is None:
-            return max(FIRST_ID, self._highest_claimed() + 1)
-        return self._last + 1
+        highest = self._highest_claimed() + 1
+        return max(FIRST_ID, highest) if self._last is None else max(self._last + 1, highest)
 
     def _highest_claimed(self) -> int:
+        return max(self._claimed(), default=FIRST_ID - 1)
+
+    def _claimed(self) -> list[int]:
         try:
             names = self._fs.ls(self._dir, detail=False)
         except FileNotFoundError:
-            return FIRST_ID - 1
+            return []
         except OSError as exc:
             raise CheckpointStorageError(
                 f"Could not list claimed checkpoint ids at {self._url}: {exc}.",
                 action="check the checkpoint storage is reachable.",
                 path=self._url,
             ) from exc
-        ids = [int(base) for base in (posixpath.basename(str(n).rstrip("/")) for n in names) if base.isdigit()]
-        return max(ids, default=FIRST_ID - 1)
+        return [int(base) for base in (posixpath.basename(str(n).rstrip("/")) for n in names) if base.isdigit()]
 
     def _claim(self, candidate: int) -> bool:
         path = f"{self._dir}/{candidate}"

@@ -44,6 +44,7 @@ like a leftover of a failed write and would be deleted.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -53,12 +54,14 @@ import fsspec
 
 from epochal.state.checkpoint.completed import CompletedCheckpoint
 from epochal.state.checkpoint.coordinator import CheckpointCoordinator
+from epochal.state.checkpoint.ids import FileIdCounter
 from epochal.state.checkpoint.pending import PendingCheckpoint
 from epochal.state.checkpoint.resolve import CheckpointResolver
 from epochal.state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage
 from epochal.state.checkpoint.store import CompletedCheckpointStore
 from epochal.state.errors import EpochalStateError
 from epochal.state.handles import StateHandle
+from epochal.state.delta.cleanup import grace_versions, prune_log, recently_written
 from epochal.state.delta.log import DeltaLog, working_tables
 from epochal.state.errors import RetentionError
 from epochal.state.delta.paths import is_relative, resolve_table_url, to_url
@@ -133,13 +136,20 @@ class _TablePlan:
     delete: tuple[str, ...]  # table-relative physical files
 
 
-def plan_table_release(stage: str, state: str, table_url: str, versions: Iterable[int]) -> _TablePlan | None:
-    """What to keep and delete in one working table; None if it is not a Delta table."""
+def plan_table_release(
+    stage: str, state: str, table_url: str, versions: Iterable[int], *, now: float | None = None, delay_s: float = 0.0
+) -> _TablePlan | None:
+    """What to keep and delete in one working table; None if it is not a Delta table.
+
+    Kept: the files of the latest version, of ``versions``, and (grace period) of every version that was
+    the latest within the last ``delay_s`` seconds, and any file written within them.
+    """
     table = DeltaLog(table_url)
     latest = table.latest_version()
     if latest is None:
         return None
-    wanted = {latest}
+    now = time.time() if now is None else now
+    wanted = {latest} | grace_versions(table_url, now=now, delay_s=delay_s)
     for version in versions:
         if version <= latest:
             wanted.add(version)
@@ -149,7 +159,9 @@ def plan_table_release(stage: str, state: str, table_url: str, versions: Iterabl
     snapshots = table.snapshots(wanted)
     keep = frozenset(p for s in snapshots.values() for p in s.physical_files)
     on_disk = table.files_on_disk()
-    delete = tuple(p for owner in sorted(on_disk) if owner not in keep for p in sorted(on_disk[owner], key=_crc_last))
+    unneeded = [owner for owner in sorted(on_disk) if owner not in keep]
+    fresh = recently_written(table.fs, table.root, unneeded, now=now, delay_s=delay_s)
+    delete = tuple(p for owner in unneeded if owner not in fresh for p in sorted(on_disk[owner], key=_crc_last))
     return _TablePlan(stage, state, table, tuple(sorted(wanted)), keep, delete)
 
 
@@ -161,14 +173,20 @@ def _crc_last(path: str) -> tuple[bool, str]:
 
 
 def _release_shared_files(
-    storage: CheckpointStorage, store: CompletedCheckpointStore, in_flight: list[StateHandle], deleter: Deleter
+    storage: CheckpointStorage, store: CompletedCheckpointStore, in_flight: list[StateHandle], deleter: Deleter,
+    clock: _Grace,
 ) -> tuple[list[TableRelease], list[str]]:
-    """Delete, in every working table, the files no needed version holds; return reports and errors."""
+    """Delete, in every working table (and the store's own table), the files and log entries no needed
+    version holds; return reports and errors."""
     needed = needed_versions(store, in_flight=in_flight)
+    tables = working_tables(storage.shared_url)
+    store_url = getattr(store, "table_url", None)
+    if store_url is not None:
+        tables.append(("_completed", "store", store_url))
     releases, errors = [], []
-    for stage, state, url in working_tables(storage.shared_url):
+    for stage, state, url in tables:
         try:
-            plan = plan_table_release(stage, state, url, needed.get(url, ()))
+            plan = plan_table_release(stage, state, url, needed.get(url, ()), now=clock.now, delay_s=clock.delay_s)
         except (EpochalStateError, OSError) as exc:
             errors.append(f"{stage}/{state} ({url}): {exc}")
             continue
@@ -178,8 +196,15 @@ def _release_shared_files(
         for relative in plan.delete:
             deleter(plan.table.physical_url(relative))
             deleted.append(plan.table.physical_url(relative))
+        deleted += prune_log(url, min(plan.kept_versions), now=clock.now, delay_s=clock.delay_s)
         releases.append(TableRelease(stage, state, url, plan.kept_versions, plan.keep, tuple(deleted)))
     return releases, errors
+
+
+@dataclass(frozen=True)
+class _Grace:
+    now: float
+    delay_s: float
 
 
 def _delete_subsumed_dirs(storage: CheckpointStorage, awaiting: list[CompletedCheckpoint]) -> list[str]:
@@ -248,6 +273,8 @@ def release_subsumed(
     *,
     pending: Iterable[PendingCheckpoint] = (),
     deleter: Deleter = delete_url,
+    cleanup_delay_s: float = 0.0,
+    now: float | None = None,
 ) -> RetentionReport:
     """Release what subsumed checkpoints and failed completions leave behind (see the module docstring).
 
@@ -255,12 +282,15 @@ def release_subsumed(
     accepted so the epoch runner calls every lifecycle step the same way.
     ``pending``: checkpoints still in flight (their folders and acknowledged
     versions are kept). Raises :class:`RetentionError` when some table could not
-    be examined; nothing needed was deleted and the next run retries.
+    be examined; nothing needed was deleted and the next run retries. ``cleanup_delay_s`` is the grace
+    period (:mod:`epochal.state.delta.cleanup`); ``now`` (seconds since the epoch) defaults to the wall clock.
     """
     pending = list(pending)
     awaiting = store.awaiting_release()
     in_flight = [h for p in pending for ack in p.acks for h in ack.handles]
-    tables, errors = _release_shared_files(storage, store, in_flight, deleter)
+    grace = _Grace(time.time() if now is None else now, cleanup_delay_s)
+    tables, errors = _release_shared_files(storage, store, in_flight, deleter, grace)
+    FileIdCounter(storage.ids_url, storage.storage_options).prune()
     dirs = _delete_subsumed_dirs(storage, awaiting)
     released: tuple[int, ...] = ()
     if not errors:

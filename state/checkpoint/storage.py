@@ -96,6 +96,10 @@ class CheckpointStorage:
 
     # ----------------------------------------------------------------- paths
     @property
+    def storage_options(self) -> dict[str, Any]:
+        return dict(self._options)
+
+    @property
     def base_url(self) -> str:
         return self._url(self._base)
 

@@ -6,7 +6,10 @@ marked, in the same write that stores the new one, so the new checkpoint is
 always stored no later than the old one is dropped. Savepoints are never
 subsumed. Subsumed entries stay listed (``awaiting_release``) until whoever
 releases their files calls ``mark_released``, so a crash between the commit
-and the release loses nothing.
+and the release loses nothing. Released entries are history: the newest
+:data:`RELEASED_HISTORY` of them stay listed, older ones are deleted in the
+same write, so the store holds a bounded number of rows however long the
+pipeline runs.
 """
 
 from __future__ import annotations
@@ -21,6 +24,16 @@ from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionSta
 from epochal.state.errors import CheckpointNotFound, DuplicateCheckpointError, InvalidCheckpointRequest
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
 from epochal.state.delta.paths import to_spark
+
+
+RELEASED_HISTORY = 10
+
+
+def released_beyond_history(entries: Iterable[CompletedCheckpoint], newly_released: Iterable[int]) -> list[int]:
+    """Ids of released entries older than the newest :data:`RELEASED_HISTORY` once ``newly_released`` are."""
+    new = set(newly_released)
+    released = sorted({e.checkpoint_id for e in entries if e.status is RetentionStatus.RELEASED} | new)
+    return released[:-RELEASED_HISTORY] if len(released) > RELEASED_HISTORY else []
 
 
 @runtime_checkable
@@ -137,8 +150,11 @@ class InMemoryCompletedCheckpointStore:
         return sorted((e for e in self._entries.values() if e.status.awaiting_release), key=lambda e: e.checkpoint_id)
 
     def mark_released(self, checkpoint_ids: Iterable[int]) -> None:
-        for checkpoint_id in checkpoint_ids:
+        ids = list(checkpoint_ids)
+        for checkpoint_id in ids:
             self._entries[checkpoint_id] = self._entries[checkpoint_id].with_status(RetentionStatus.RELEASED)
+        for checkpoint_id in released_beyond_history(self._entries.values(), ids):
+            del self._entries[checkpoint_id]
 
 
 # ---------------------------------------------------------------------- Delta
@@ -219,7 +235,9 @@ class DeltaCompletedCheckpointStore:
         missing = [i for i in ids if i not in current]
         if missing:
             raise _not_found(missing[0])
-        self._write(version, current, inserted=[], updated=[current[i].with_status(RetentionStatus.RELEASED) for i in ids])
+        forgotten = released_beyond_history(current.values(), ids)
+        released = [current[i].with_status(RetentionStatus.RELEASED) for i in ids if i not in forgotten]
+        self._write(version, current, inserted=[], updated=released, deleted=forgotten)
 
     # ----------------------------------------------------------- internals
     def _read(self) -> tuple[int | None, dict[int, CompletedCheckpoint]]:
@@ -235,14 +253,16 @@ class DeltaCompletedCheckpointStore:
 
     def _write(
         self, version: int | None, current: dict[int, CompletedCheckpoint], *,
-        inserted: list[CompletedCheckpoint], updated: list[CompletedCheckpoint],
+        inserted: list[CompletedCheckpoint], updated: list[CompletedCheckpoint], deleted: Iterable[int] = (),
     ) -> None:
         """One MERGE commit; the cache moves to the new version only if no one else committed meanwhile."""
         base = self._create_if_missing() if version is None else version
+        gone = set(deleted)
         self._snapshot = None
-        self._merge(inserted=inserted, updated=updated)
+        self._merge(inserted=inserted, updated=updated, deleted=[current[i] for i in gone])
         if self._log_version() == base + 1:
-            self._snapshot = (base + 1, {**current, **{e.checkpoint_id: e for e in inserted + updated}})
+            entries = {**current, **{e.checkpoint_id: e for e in inserted + updated}}
+            self._snapshot = (base + 1, {i: e for i, e in entries.items() if i not in gone})
 
     def _log_version(self) -> int | None:
         """The newest committed version, from the names in ``_delta_log`` (no Spark job)."""
@@ -259,17 +279,22 @@ class DeltaCompletedCheckpointStore:
         empty.write.format("delta").mode("ignore").save(self._path)
         return self._log_version() or 0
 
-    def _merge(self, *, inserted: list[CompletedCheckpoint], updated: list[CompletedCheckpoint]) -> None:
-        """One Delta commit: insert new rows and update the status of existing ones."""
+    def _merge(
+        self, *, inserted: list[CompletedCheckpoint], updated: list[CompletedCheckpoint],
+        deleted: list[CompletedCheckpoint] = (),
+    ) -> None:
+        """One Delta commit: insert new rows, update the status of existing ones, delete forgotten ones."""
         from delta.tables import DeltaTable
 
         source = self._spark.createDataFrame(
-            [_to_row(e, "insert") for e in inserted] + [_to_row(e, "update") for e in updated],
+            [_to_row(e, "insert") for e in inserted] + [_to_row(e, "update") for e in updated]
+            + [_to_row(e, "delete") for e in deleted],
             schema=_SCHEMA + ", op STRING",
         )
         (
             DeltaTable.forPath(self._spark, self._path).alias("t")
             .merge(source.alias("s"), "t.checkpoint_id = s.checkpoint_id")
+            .whenMatchedDelete(condition="s.op = 'delete'")
             .whenMatchedUpdate(condition="s.op = 'update'", set={"status": "s.status", "retained": "s.retained"})
             .whenNotMatchedInsert(condition="s.op = 'insert'", values={n: f"s.{n}" for n, _ in _COLUMNS})
             .execute()

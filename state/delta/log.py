@@ -222,6 +222,14 @@ class DeltaLog:
         self._root = root.rstrip("/")
         self._log = f"{self._root}/{LOG_DIR}"
 
+    @property
+    def fs(self) -> Any:
+        return self._fs
+
+    @property
+    def root(self) -> str:
+        return self._root
+
     # -- listing ---------------------------------------------------------------------------
 
     def _listing(self) -> LogListing:

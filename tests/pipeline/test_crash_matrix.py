@@ -94,7 +94,7 @@ def _deploy(root: Path, landing: Path) -> Path:
         "pipeline": "toy",
         "landing": str(landing),
         "warehouse": str(root / "warehouse"),
-        "checkpoints": {"dir": str(root / "checkpoints"), "retain": 2, "interval_epochs": 1},
+        "checkpoints": {"dir": str(root / "checkpoints"), "retain": 2, "interval_epochs": 1, "cleanup_delay_s": 0},
         "partitions": {"start": "2026-11-01T00:00:00Z"},
         "spark": {"master": "local[2]", "parallelism": 2, "max_parallelism": 16, "shuffle_partitions": 2},
     }
