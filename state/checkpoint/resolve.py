@@ -48,7 +48,7 @@ class CheckpointResolver:
             if committed_savepoint(self._storage, found.metadata_path) is None:
                 raise CheckpointNotFound(
                     f"Savepoint {found.pointer} (checkpoint {metadata.checkpoint_id}) was never committed: it is still "
-                    "marked in progress (its process died before the commit).",
+                    "marked in progress (its process died before the commit), or its _metadata is not a savepoint's.",
                     action=_LIST, pointer=found.pointer, checkpoint_id=metadata.checkpoint_id,
                 )
             return CompletedCheckpoint(metadata=metadata, metadata_path=found.metadata_path, status=RetentionStatus.EXTERNAL)
