@@ -15,6 +15,7 @@ from epochal.state.checkpoint.ids import FileIdCounter, InMemoryIdCounter
 from epochal.state.checkpoint.stats import CheckpointStatsTracker, InMemoryStatsHistory, JsonLinesStatsHistory
 from epochal.state.checkpoint.storage import CheckpointStorage
 from epochal.state.checkpoint.store import DeltaCompletedCheckpointStore, InMemoryCompletedCheckpointStore
+from epochal.state.checkpoint.survivors import highest_visible_id, rebuild_store
 
 
 def create_coordinator(
@@ -30,13 +31,17 @@ def create_coordinator(
     """The production coordinator: files under ``settings.dir``, the Delta store, durable ids, stats, failures.
 
     Savepoints go to ``savepoints_url``, else ``settings.savepoints_dir``, else ``<dir>/savepoints``.
+    When the completed-checkpoint store is empty, the savepoints left under ``<dir>/savepoints`` are
+    registered again, and new ids come after every id still visible (:mod:`epochal.state.checkpoint.survivors`).
     """
     storage = CheckpointStorage(settings.dir, savepoints_url or settings.savepoints_dir, storage_options)
+    store = DeltaCompletedCheckpointStore(spark, storage.completed_store_url, settings.retain)
+    rebuild_store(storage, store)  # the store was lost: the savepoints left are listed and restorable again
     return coordinator_cls(
         storage=storage,
-        store=DeltaCompletedCheckpointStore(spark, storage.completed_store_url, settings.retain),
+        store=store,
         clock=clock,
-        id_counter=FileIdCounter(storage.ids_url, storage_options),
+        id_counter=FileIdCounter(storage.ids_url, storage_options, floor=lambda: highest_visible_id(storage, store)),
         stats=CheckpointStatsTracker(JsonLinesStatsHistory(storage), settings.stats_history),
         failures=CheckpointFailureManager(settings.tolerable_failures, StorageFailureStateRepository(storage)),
         hooks=hooks,

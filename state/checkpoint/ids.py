@@ -5,6 +5,11 @@ creating ``<dir>/<n>`` exclusively (O_CREAT|O_EXCL on local disks, an
 if-absent create on stores that support it); a claim succeeds for exactly one
 process. Claims are contiguous, so a new id is larger than every id claimed
 before it, by any process.
+
+A ``floor`` (a callable giving the largest id still named elsewhere: checkpoint
+folders, store rows, savepoints) is asked once, at a counter's first claim: when
+``ids/`` was lost with the rest of the checkpoint storage, the next id still
+comes after every id a surviving savepoint or the store names (no collision).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import posixpath
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from fsspec.core import url_to_fs
@@ -56,8 +62,12 @@ class InMemoryIdCounter:
 class FileIdCounter:
     """A durable counter safe across processes: one claim file per id under ``directory_url``."""
 
-    def __init__(self, directory_url: str, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, directory_url: str, storage_options: dict[str, Any] | None = None, *,
+        floor: Callable[[], int] | None = None,
+    ) -> None:
         self._url = directory_url
+        self._floor = floor
         self._fs, self._dir = url_to_fs(directory_url, **(storage_options or {}))
         self._dir = self._dir.rstrip("/")
         self._last: int | None = None
@@ -94,7 +104,10 @@ class FileIdCounter:
 
     def _first_candidate(self) -> int:
         highest = self._highest_claimed() + 1
-        return max(FIRST_ID, highest) if self._last is None else max(self._last + 1, highest)
+        if self._last is None:
+            floor = self._floor() if self._floor is not None else FIRST_ID - 1
+            return max(FIRST_ID, highest, floor + 1)
+        return max(self._last + 1, highest)
 
     def _highest_claimed(self) -> int:
         return max(self._claimed(), default=FIRST_ID - 1)

@@ -4,7 +4,11 @@ A pointer is a checkpoint id, a ``chk-<id>`` folder or a savepoint folder (or
 name). Checkpoints of this storage must be committed in the store: a
 ``_metadata`` file whose commit never happened (a completion that crashed) is
 not a checkpoint. A folder of another storage (another deployment) is read
-from its ``_metadata`` alone, verified by its checksum.
+from its ``_metadata`` alone, verified by its checksum. So is a savepoint of
+this storage that the store does not hold (the store was lost, or its id was
+claimed again after ``ids/`` was lost), once it is known to have been committed
+(:func:`~epochal.state.checkpoint.survivors.committed_savepoint`): a savepoint is the
+user's and outlives the rest of the storage. One the store marks removed stays refused.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from collections.abc import Iterable
 from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
 from epochal.state.errors import CheckpointNotFound
 from epochal.state.checkpoint.metadata import CheckpointMetadata, deserialize
-from epochal.state.checkpoint.storage import CheckpointPointer, CheckpointStorage
+from epochal.state.checkpoint.storage import CheckpointPointer, CheckpointStorage, PointerKind
 from epochal.state.checkpoint.store import CompletedCheckpointStore
+from epochal.state.checkpoint.survivors import committed_savepoint
 from epochal.state.ids import CheckpointId
 
 _LIST = "list checkpoints and savepoints with `epochal checkpoints list`."
@@ -39,6 +44,14 @@ class CheckpointResolver:
                 f"{found.metadata_path} holds checkpoint {metadata.checkpoint_id}, not {found.checkpoint_id}.",
                 action=_LIST, pointer=found.pointer,
             )
+        if found.owned and found.kind is PointerKind.SAVEPOINT_PATH and not self._in_store(metadata, found):
+            if committed_savepoint(self._storage, found.metadata_path) is None:
+                raise CheckpointNotFound(
+                    f"Savepoint {found.pointer} (checkpoint {metadata.checkpoint_id}) was never committed: it is still "
+                    "marked in progress (its process died before the commit), or its _metadata is not a savepoint's.",
+                    action=_LIST, pointer=found.pointer, checkpoint_id=metadata.checkpoint_id,
+                )
+            return CompletedCheckpoint(metadata=metadata, metadata_path=found.metadata_path, status=RetentionStatus.EXTERNAL)
         if found.owned:
             return self._committed(metadata.checkpoint_id, found)
         return CompletedCheckpoint(metadata=metadata, metadata_path=found.metadata_path, status=RetentionStatus.EXTERNAL)
@@ -53,6 +66,11 @@ class CheckpointResolver:
     def read_metadata(self, metadata_path: str) -> CheckpointMetadata:
         """Read and verify one ``_metadata`` file."""
         return deserialize(self._storage.read(metadata_path), path=metadata_path)
+
+    def _in_store(self, metadata: CheckpointMetadata, found: CheckpointPointer) -> bool:
+        """True if the store's entry of this id is this folder (not absent, not another checkpoint's)."""
+        entry = self._store.get(metadata.checkpoint_id)
+        return entry is not None and entry.metadata_path.rstrip("/") == found.metadata_path.rstrip("/")
 
     def _committed(self, checkpoint_id: int, found: CheckpointPointer) -> CompletedCheckpoint:
         entry = self._store.get(checkpoint_id)

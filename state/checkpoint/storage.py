@@ -108,6 +108,11 @@ class CheckpointStorage:
         return self._url(self._savepoints)
 
     @property
+    def savepoints_inside_base(self) -> bool:
+        """True when savepoints live under the checkpoints folder (no separate ``savepoints_dir``)."""
+        return _strictly_inside(posixpath.normpath(self._savepoints), self._base)
+
+    @property
     def protocol(self) -> str:
         protocol = self._fs.protocol
         return protocol if isinstance(protocol, str) else protocol[0]

@@ -58,6 +58,10 @@ class CompletedCheckpointStore(Protocol):
         """Every retained checkpoint and savepoint, by ascending id."""
         ...
 
+    def known_ids(self) -> list[int]:
+        """The id of every entry, whatever its status (released ones too), ascending."""
+        ...
+
     def remove(self, checkpoint_id: int) -> CompletedCheckpoint:
         """Drop a retained entry on request (e.g. a savepoint); its files then await release."""
         ...
@@ -139,6 +143,9 @@ class InMemoryCompletedCheckpointStore:
     def all(self) -> list[CompletedCheckpoint]:
         return sorted((e for e in self._entries.values() if e.retained), key=lambda e: e.checkpoint_id)
 
+    def known_ids(self) -> list[int]:
+        return sorted(int(i) for i in self._entries)
+
     def remove(self, checkpoint_id: int) -> CompletedCheckpoint:
         entry = self._entries.get(checkpoint_id)
         if entry is None or not entry.retained:
@@ -213,6 +220,9 @@ class DeltaCompletedCheckpointStore:
 
     def all(self) -> list[CompletedCheckpoint]:
         return sorted((e for e in self._read()[1].values() if e.retained), key=lambda e: e.checkpoint_id)
+
+    def known_ids(self) -> list[int]:
+        return sorted(int(i) for i in self._read()[1])
 
     def remove(self, checkpoint_id: int) -> CompletedCheckpoint:
         version, current = self._read()

@@ -74,6 +74,9 @@ class FailingStore:
     def all(self) -> list[CompletedCheckpoint]:
         return self.inner.all()
 
+    def known_ids(self) -> list[int]:
+        return self.inner.known_ids()
+
     def remove(self, checkpoint_id: int) -> CompletedCheckpoint:
         return self.inner.remove(checkpoint_id)
 

@@ -1,0 +1,136 @@
+"""Savepoints outlive the rest of the checkpoint storage (issue 19): resolved, re-listed, never collided with.
+
+No Spark: file storage in ``tmp_path``, the in-memory store standing for the Delta one.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from epochal.state.checkpoint.clock import ManualClock
+from epochal.state.checkpoint.completed import RetentionStatus
+from epochal.state.checkpoint.coordinator import CheckpointCoordinator, CoordinatorPolicy
+from epochal.state.checkpoint.ids import FileIdCounter
+from epochal.state.checkpoint.resolve import CheckpointResolver
+from epochal.state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage
+from epochal.state.checkpoint.store import InMemoryCompletedCheckpointStore
+from epochal.state.checkpoint.survivors import highest_visible_id, rebuild_store, surviving_savepoints
+from epochal.state.checkpoint.testing import make_handle
+from epochal.state.errors import CheckpointNotFound
+
+TASKS = ("a",)
+
+
+def coordinator(storage: CheckpointStorage, store, floor: bool = True) -> CheckpointCoordinator:
+    counter = FileIdCounter(storage.ids_url, floor=(lambda: highest_visible_id(storage, store)) if floor else None)
+    return CheckpointCoordinator(storage=storage, store=store, clock=ManualClock(), id_counter=counter,
+                                 policy=CoordinatorPolicy(timeout_s=60))
+
+
+def complete(c: CheckpointCoordinator, epoch: int, savepoint: str | None = None):
+    started = c.trigger_savepoint(epoch, TASKS, name=savepoint) if savepoint else c.trigger(epoch, TASKS)
+    ack = c.acknowledge(started.pending.checkpoint_id, "a", epoch, [make_handle("a", version=epoch)])
+    assert ack.completion is not None and ack.completion.completed is not None, ack
+    return ack.completion.completed
+
+
+def lose_all_but_savepoints(base) -> None:
+    for child in base.iterdir():
+        if child.name != "savepoints":
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+@pytest.fixture()
+def survived(tmp_path):
+    """Checkpoints 1, 2, savepoint 3 ('keep', epoch 1), checkpoint 4; then all but savepoints/ lost."""
+    base = tmp_path / "checkpoints"
+    storage = CheckpointStorage(str(base))
+    first = coordinator(storage, InMemoryCompletedCheckpointStore(max_retained=2))
+    complete(first, 0), complete(first, 1)
+    kept = complete(first, 1, savepoint="keep")
+    complete(first, 2)
+    assert int(kept.checkpoint_id) == 3
+    lose_all_but_savepoints(base)
+    assert sorted(p.name for p in base.iterdir()) == ["savepoints"]
+    return storage, kept
+
+
+def test_a_savepoint_the_store_lost_resolves_from_its_metadata(survived) -> None:
+    storage, kept = survived
+    resolver = CheckpointResolver(storage, InMemoryCompletedCheckpointStore())
+    for pointer in ("keep", kept.location, kept.metadata_path):
+        entry = resolver.resolve(pointer)
+        assert entry.metadata == kept.metadata and entry.status is RetentionStatus.EXTERNAL
+        assert entry.metadata_path == kept.metadata_path
+
+
+def test_a_savepoint_still_marked_in_progress_and_an_uncommitted_checkpoint_stay_refused(survived, tmp_path) -> None:
+    storage, kept = survived
+    resolver = CheckpointResolver(storage, InMemoryCompletedCheckpointStore())
+    storage.write_atomic(f"{kept.location}/{SAVEPOINT_IN_PROGRESS}", b"3")
+    with pytest.raises(CheckpointNotFound, match="never committed"):
+        resolver.resolve("keep")
+    assert rebuild_store(storage, InMemoryCompletedCheckpointStore()) == []
+    storage.delete_tree(f"{kept.location}/{SAVEPOINT_IN_PROGRESS}")
+    storage.write_atomic(storage.metadata_path(3), storage.read(kept.metadata_path))  # a chk-3 never committed
+    with pytest.raises(CheckpointNotFound, match="never committed"):
+        resolver.resolve("chk-3")
+
+
+def test_a_removed_savepoint_stays_refused(survived) -> None:
+    storage, kept = survived
+    store = InMemoryCompletedCheckpointStore()
+    store.add(kept)
+    store.remove(3)
+    with pytest.raises(CheckpointNotFound, match="removed"):
+        CheckpointResolver(storage, store).resolve("keep")
+    assert rebuild_store(storage, store) == [], "a store that knows any id is not rebuilt"
+
+
+def test_an_empty_store_is_rebuilt_from_the_savepoints_and_new_ids_come_after_them(survived) -> None:
+    storage, kept = survived
+    store = InMemoryCompletedCheckpointStore(max_retained=2)
+    assert [e.metadata for e in rebuild_store(storage, store)] == [kept.metadata]
+    assert [(int(e.checkpoint_id), e.status, e.metadata_path) for e in store.all()] == [
+        (3, RetentionStatus.RETAINED, kept.metadata_path)
+    ]
+    assert rebuild_store(storage, store) == [], "once"
+    assert CheckpointResolver(storage, store).resolve("keep").status is RetentionStatus.RETAINED
+    restarted = coordinator(storage, store)
+    assert [int(complete(restarted, e).checkpoint_id) for e in (2, 3)] == [4, 5]
+    assert [int(e.checkpoint_id) for e in store.all()] == [3, 4, 5]
+
+
+def test_without_the_floor_the_restarted_counter_would_collide(survived) -> None:
+    storage, kept = survived
+    assert int(FileIdCounter(storage.ids_url).next_id()) == 1  # what ids/ alone knows after the loss
+    storage.delete_tree(storage.ids_url)
+    store = InMemoryCompletedCheckpointStore()
+    assert highest_visible_id(storage, store) == 3
+    store.add(kept.model_copy(update={"metadata": kept.metadata.model_copy(update={"checkpoint_id": 9})}))
+    assert highest_visible_id(storage, store) == 9, "store rows count too"
+    storage.write_atomic(storage.metadata_path(12), b"not yet committed")
+    assert highest_visible_id(storage, store) == 12, "chk-* folders count too"
+
+
+def test_a_savepoint_whose_id_was_claimed_again_resolves_to_itself(survived) -> None:
+    """ids/ and the store lost, a counter without floor reuses id 3: the savepoint is still its own."""
+    storage, kept = survived
+    store = InMemoryCompletedCheckpointStore(max_retained=5)
+    reused = coordinator(storage, store, floor=False)
+    assert [int(complete(reused, e).checkpoint_id) for e in (0, 1, 2)] == [1, 2, 3]
+    entry = CheckpointResolver(storage, store).resolve("keep")
+    assert entry.metadata == kept.metadata and entry.is_savepoint and entry.status is RetentionStatus.EXTERNAL
+    assert [e.metadata_path for e in surviving_savepoints(storage)] == [kept.metadata_path]
+
+
+def test_a_separate_savepoints_dir_is_never_adopted(tmp_path) -> None:
+    shared = tmp_path / "shared-savepoints"
+    storage = CheckpointStorage(str(tmp_path / "a"), str(shared))
+    complete(coordinator(storage, InMemoryCompletedCheckpointStore()), 0, savepoint="theirs")
+    assert not storage.savepoints_inside_base
+    other = CheckpointStorage(str(tmp_path / "b"), str(shared))  # another deployment sharing the folder
+    assert rebuild_store(other, InMemoryCompletedCheckpointStore()) == []
+    assert CheckpointStorage(str(tmp_path / "c")).savepoints_inside_base
