@@ -92,9 +92,12 @@ class _CheckpointingTransaction:
         if isinstance(exc, LeaseLost):  # fenced off: the abort is a write too (stats, failure count); the newer
             return  # holder finds this pending checkpoint abandoned, as after a crash
         try:
+            self.d.fence(f"abort checkpoint {self.pending.checkpoint_id}")
             self.d.coordinator.abort(
                 self.pending.checkpoint_id, CheckpointFailureReason.TASK_FAILURE, f"{type(exc).__name__}: {exc}"
             )
+        except LeaseLost:  # lost meanwhile: the same
+            log.warning("not aborting checkpoint %s: this process's lease was taken over", self.pending.checkpoint_id)
         except Exception:  # noqa: BLE001 - never hide the original failure
             log.exception("aborting checkpoint %s failed", self.pending.checkpoint_id)
 

@@ -128,7 +128,7 @@ def test_sink_writes_rewinds_and_run_position_writes_are_fenced_before_touching_
 
 # -- a real process, stalled past its lease and resumed ---------------------------------------------------------
 
-HOURS = [[("a", 1), ("b", 2)], [("a", 10), ("c", 3)], [("b", 5), ("d", 7)]]
+HOURS = [[("a", 1), ("b", 2)], [("a", 10), ("c", 3)], [("a", 100), ("d", 7)]]  # a stale epoch 1 would show
 TO = "2026-11-01-02:00"
 LEASE_TIMEOUT_S = 3
 
@@ -222,11 +222,11 @@ def test_a_run_stalled_past_its_lease_is_fenced_after_another_run_took_over(
     finally:
         os.kill(first.pid, signal.SIGCONT)
     assert first.wait(timeout=600) != 0
-    stderr = (tmp_path / "a.err").read_text()
-    assert "FencedError" in stderr and refused in stderr, stderr[-3000:]
-    assert f"generation {stalled.generation}" in stderr and second.d.lease.holder in stderr, stderr[-3000:]
     afterwards = build_deployment(load_settings(config), spark)  # reads everything afresh
     assert _written(afterwards) == after_b, "the fenced run changed nothing: checkpoints, position, sinks, state"
     assert afterwards.coordinator.failures.consecutive_failures == 0, "the fenced run counted no checkpoint failure"
+    stderr = (tmp_path / "a.err").read_text()
+    assert "FencedError" in stderr and refused in stderr, stderr[-3000:]
+    assert f"generation {stalled.generation}" in stderr and second.d.lease.holder in stderr, stderr[-3000:]
     newest = watcher.current()
     assert newest.holder == second.d.lease.holder and newest.released
