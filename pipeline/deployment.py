@@ -45,14 +45,22 @@ class Deployment:
             settings.checkpoints, spark=spark, clock=self.clock, coordinator_cls=CrashAwareCoordinator
         )
         self.storage = self.coordinator.storage
-        self.progress = ProgressStore(self.storage)
         self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock)
+        self.coordinator.fence = self.fence  # the completion commit is fenced, and so is every write below
+        self.progress = ProgressStore(self.storage, self.fence)
         self.shared_root = to_spark(self.storage.shared_url)
         self.parallelism = self._recorded_parallelism() or settings.spark.parallelism
         warehouse = to_spark(settings.warehouse)
-        self.sinks = {s.name: DeltaSink(spark, warehouse, s) for s in pipeline.sinks}
+        self.sinks = {s.name: DeltaSink(spark, warehouse, s, self.fence) for s in pipeline.sinks}
         self.keyed = {s.name: KeyedStateBackend(spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism) for s in pipeline.stages}
         self.operator = {s.name: OperatorStateBackend(spark, self.shared_root, s.name) for s in pipeline.stages}
+        for backend in [*self.keyed.values(), *self.operator.values()]:
+            backend.fence = self.fence
+
+    def fence(self, action: str) -> None:
+        """Refuse ``action`` (a write) with :class:`epochal.pipeline.lease.FencedError` if this process's lease
+        was taken over (a newer generation exists); see :meth:`DeploymentLease.check_fence`."""
+        self.lease.check_fence(action)
 
     def _recorded_parallelism(self) -> int | None:
         """The parallelism a restore (``--parallelism``) set, which the configuration's does not override."""

@@ -10,7 +10,8 @@ in DAG order; ``snapshot_and_ack`` calls each stage's ``snapshot_state``, writes
 operator state and acknowledges its state handles; ``write_sinks`` writes each sink
 idempotently and acknowledges its table version (the sink's pre-commit); ``complete`` is
 an explicit call to the coordinator (``_metadata``, then the store commit), never a side
-effect of the last ack; ``retain`` drops subsumed checkpoints; ``done`` moves the run
+effect of the last ack (the commit, each sink write and each state write are fenced: a
+process whose lease was taken over gets ``FencedError`` before it writes, and does not abort); ``retain`` drops subsumed checkpoints; ``done`` moves the run
 position. A failure between ``begin`` and ``complete`` aborts the pending checkpoint.
 
 :class:`SavepointTransaction` shares ``snapshot_and_ack``, the sinks' acks and ``complete``.
@@ -29,6 +30,7 @@ from pyspark.sql import DataFrame
 from epochal.config import CheckpointMode
 from epochal.pipeline.errors import PipelineError, StageError
 from epochal.pipeline.faults import crashpoint
+from epochal.pipeline.lease import LeaseLost
 from epochal.pipeline.sources import SourceBatch, batch_from_position, check_unchanged, record_fingerprints
 from epochal.pipeline.stage import Stage
 from epochal.state.backends.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
@@ -87,10 +89,15 @@ class _CheckpointingTransaction:
 
         if self.pending is None:
             return
+        if isinstance(exc, LeaseLost):  # fenced off: the abort is a write too (stats, failure count); the newer
+            return  # holder finds this pending checkpoint abandoned, as after a crash
         try:
+            self.d.fence(f"abort checkpoint {self.pending.checkpoint_id}")
             self.d.coordinator.abort(
                 self.pending.checkpoint_id, CheckpointFailureReason.TASK_FAILURE, f"{type(exc).__name__}: {exc}"
             )
+        except LeaseLost:  # lost meanwhile: the same
+            log.warning("not aborting checkpoint %s: this process's lease was taken over", self.pending.checkpoint_id)
         except Exception:  # noqa: BLE001 - never hide the original failure
             log.exception("aborting checkpoint %s failed", self.pending.checkpoint_id)
 
@@ -181,6 +188,7 @@ class EpochTransaction(_CheckpointingTransaction):
         if self.completion is None or not self.completion.succeeded:
             return
         crashpoint("in_retention", self.epoch)
+        self.d.fence(f"release the checkpoints subsumed by checkpoint {self.completion.checkpoint_id}")
         release_subsumed(self.d.spark, self.d.coordinator.store, self.d.storage,
                          cleanup_delay_s=self.d.settings.checkpoints.cleanup_delay_s)
         self.d.prune_plans()
@@ -212,6 +220,7 @@ class EpochTransaction(_CheckpointingTransaction):
             check_unchanged(source.name, position, epoch=self.epoch)
             return batch_from_position(source.name, position)
         batch = source.plan(self.d.partitioning.info(self.epoch))
+        self.d.fence(f"record the plan of source {source.name} for epoch {self.epoch}")
         storage.write_atomic(path, json.dumps(record_fingerprints(batch), sort_keys=True).encode())
         return batch
 

@@ -9,6 +9,11 @@ a real crash would: no cleanup, no finally blocks, no flushed buffers.
 after the timer is armed: by :func:`arm_crash_timer`, or else at the first
 crash point reached (the start of the first epoch, or of a savepoint), so the
 instant falls anywhere in the work, not in the JVM's start-up.
+
+``EPOCHAL_PAUSE_AT=<point>[:<epoch>][@<n>]`` (same syntax) makes the process stop
+itself with SIGSTOP there instead, as a process that stalls (a long GC pause, a
+frozen VM) would, until someone sends it SIGCONT: the fencing tests let its lease
+expire meanwhile.
 """
 
 from __future__ import annotations
@@ -61,17 +66,25 @@ def arm_crash_timer() -> None:
 
 
 def crashpoint(point: str | CrashPoint, epoch: int | None = None) -> None:
-    """Die here if the environment asks for it."""
+    """Die here if the environment asks for it (or stop, for ``EPOCHAL_PAUSE_AT``)."""
     arm_crash_timer()
-    wanted = os.environ.get("EPOCHAL_CRASH_AT")
+    if _reached("EPOCHAL_PAUSE_AT", point, epoch):
+        os.kill(os.getpid(), signal.SIGSTOP)  # every thread stops, the heartbeat too, until SIGCONT
+    if _reached("EPOCHAL_CRASH_AT", point, epoch):
+        _die()
+
+
+def _reached(variable: str, point: str | CrashPoint, epoch: int | None) -> bool:
+    """True when ``variable`` (``<point>[:<epoch>][@<n>]``) names this point and this is its ``n``-th hit."""
+    wanted = os.environ.get(variable)
     if not wanted:
-        return
+        return False
     wanted, _, nth = wanted.partition("@")
     name, _, at = wanted.partition(":")
     if name != str(point):
-        return
+        return False
     if at and epoch is not None and int(at) != epoch:
-        return
-    _hits[wanted] = _hits.get(wanted, 0) + 1
-    if _hits[wanted] >= int(nth or 1):
-        _die()
+        return False
+    key = f"{variable}={wanted}"
+    _hits[key] = _hits.get(key, 0) + 1
+    return _hits[key] == int(nth or 1)

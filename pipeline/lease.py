@@ -18,7 +18,11 @@ The holder renews the lease (``expires_at = now + checkpoints.lease_timeout_s``)
 from a heartbeat thread every third of the timeout and at every epoch (a nested
 :meth:`DeploymentLease.hold`). A renewal that finds a newer generation means
 the lease was taken over while this process stalled: :class:`LeaseLost` stops
-the run at its next epoch.
+the run at its next epoch. Between epochs, every write that matters is fenced
+(:meth:`DeploymentLease.check_fence`, the generation is the fencing token): the
+completion commit, each sink write, state table writes and restores, the run
+position, retention. A stalled process that resumes after another took over is
+refused with :class:`FencedError` before it writes anything more.
 
 Holding is re-entrant within one :class:`DeploymentLease` (``run`` restores and
 runs epochs under one lease). Two leases in one process (two deployments
@@ -42,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from epochal.pipeline.errors import ConcurrentRunError, PipelineError
 from epochal.state.checkpoint.clock import Clock
-from epochal.state.errors import CheckpointNotFound
+from epochal.state.errors import CheckpointNotFound, WriterFenced
 from epochal.state.checkpoint.storage import CheckpointStorage
 
 log = logging.getLogger("epochal.lease")
@@ -53,6 +57,11 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 class LeaseLost(PipelineError):
     """This process's lease was taken over (it stalled longer than the lease timeout): stop writing."""
+
+
+class FencedError(LeaseLost, WriterFenced):
+    """A write refused by the fence: a newer generation of the lease exists, so this process (which stalled past
+    its lease's expiry) may no longer write the deployment; raised before the write, nothing of it was written."""
 
 
 class LeaseRecord(BaseModel):
@@ -174,6 +183,28 @@ class DeploymentLease:
                     "stopping before writing anything more. Raise the timeout if epochs stall this long."
                 )
             self._write(self._record.model_copy(update={"expires_at": self._clock.now() + self.timeout}))
+
+    def check_fence(self, action: str) -> None:
+        """The fence (:mod:`epochal.state.fence`): the lease's generation is the token. While this lease is held,
+        raise :class:`FencedError` before ``action`` if a newer generation exists (one listing of the lease folder,
+        no Spark). A no-op when the lease is not held (nothing is fenced outside a hold)."""
+        record = self._record
+        if record is None:
+            return
+        newest = self._newest_generation()
+        if newest == record.generation:
+            return
+        self._lost = self._lost or f"generation {newest} replaced ours ({record.generation})"
+        newer = self.current() if newest is not None else None
+        by = newer.describe() if newer is not None else "nobody: the lease files are gone"
+        raise FencedError(
+            f"fenced: refusing to {action} on deployment {self._storage.base_url}: this process's lease "
+            f"(generation {record.generation}, holder {record.holder}) was taken over while it stalled for more than "
+            f"checkpoints.lease_timeout_s ({self.timeout.total_seconds():g} s); the lease is now generation "
+            f"{newest}, {by}. Stopped before the write: this process writes nothing more to the deployment.",
+            action="raise checkpoints.lease_timeout_s if processes stall this long",
+            checkpoints=self._storage.base_url, generation=record.generation, newest_generation=newest,
+        )
 
     def release(self) -> None:
         """Give the lease back (idempotent); a lost lease is left to its new holder."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from epochal.pipeline.errors import PipelineError
 from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.fence import Fence, no_fence
 
 PROGRESS_FILE = "progress.json"
 
@@ -47,9 +48,10 @@ class Progress:
 
 
 class ProgressStore:
-    def __init__(self, storage: CheckpointStorage) -> None:
+    def __init__(self, storage: CheckpointStorage, fence: Fence = no_fence) -> None:
         self._storage = storage
         self._path = storage.child(PROGRESS_FILE)
+        self._fence = fence
 
     def exists(self) -> bool:
         """False when no run ever started here, or the file was deleted."""
@@ -80,6 +82,7 @@ class ProgressStore:
         return progress
 
     def save(self, progress: Progress) -> None:
+        self._fence("write the run position")
         self._storage.write_atomic(self._path, json.dumps(asdict(progress)).encode())
 
     def start(self, epoch: int) -> None:

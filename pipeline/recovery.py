@@ -127,7 +127,7 @@ class Recovery:
         result = restore_state(
             self.d.spark, self.d.coordinator, pointer, targets=self._targets(),
             working_root=self.d.shared_root, parallelism=parallelism, max_epoch=max_epoch, before_changes=record,
-            allow_non_restored_state=allow_non_restored_state,
+            allow_non_restored_state=allow_non_restored_state, fence=self.d.fence,
         )
         crashpoint("in_restore", None if result.started_empty else int(result.epoch))
         self._reset_backends()
@@ -206,7 +206,8 @@ class Recovery:
         from epochal.state.recovery.restore import reset_to_empty
 
         self.d.progress.restoring({"empty": True}, last_done_epoch=self._sinks_position())
-        reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root)
+        reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root,
+                       fence=self.d.fence)
         self._reset_backends()
         self._drop_checkpoints_after(None)
         self._rewind_sinks(None)
@@ -226,6 +227,7 @@ class Recovery:
             if not entry.is_savepoint and (epoch is None or int(entry.metadata.epoch) > epoch):
                 log.warning("removing checkpoint %s (epoch %s): the state and the sinks were rewound to %s",
                             int(entry.checkpoint_id), int(entry.metadata.epoch), epoch)
+                self.d.fence(f"remove checkpoint {int(entry.checkpoint_id)}")
                 store.remove(int(entry.checkpoint_id))
 
     def _rewind_sinks(self, epoch: int | None, positions=()) -> list[str]:

@@ -30,6 +30,7 @@ def take_savepoint(runner: EpochRunner, name: str | None = None) -> dict[str, An
         raise PipelineError("nothing to save: no epoch has run yet (run some partitions first)")
     # A savepoint that died before its commit frees its name (and its copy) now.
     in_flight = [p.checkpoint_id for p in d.coordinator.pending_checkpoints()]
+    d.fence("discard abandoned savepoints")
     discard_abandoned_savepoints(d.storage, d.coordinator.store, in_flight)
     completed = SavepointTransaction(d, epoch).run(name)
     meta = completed.metadata

@@ -38,6 +38,7 @@ from epochal.state.delta import io as delta_io
 from epochal.state.delta.paths import same_location
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.delta.tables import create_table, snapshot_table
+from epochal.state.fence import Fence, no_fence
 
 EPOCH_COLUMN = "epoch"
 
@@ -45,10 +46,12 @@ log = logging.getLogger("epochal.sinks")
 
 
 class DeltaSink:
-    def __init__(self, spark: SparkSession, warehouse: str, spec: SinkSpec) -> None:
+    def __init__(self, spark: SparkSession, warehouse: str, spec: SinkSpec, fence: Fence = no_fence) -> None:
         self.spark = spark
         self.spec = spec
         self.path = posixpath.join(warehouse.rstrip("/"), spec.name)
+        #: Called before every write of the table (see :mod:`epochal.state.fence`).
+        self.fence = fence
 
     @property
     def table_schema(self) -> T.StructType:
@@ -82,6 +85,7 @@ class DeltaSink:
         """Write one epoch's output, idempotently; return the rows it wrote (see :meth:`_rows_written`)."""
         from epochal.state.delta.log import DeltaLog
 
+        self.fence(f"write sink {self.spec.name} (epoch {epoch})")
         self.ensure()
         before = DeltaLog(self.path).latest_version()
         self._write(self._conform(df, deletions=True), epoch)
@@ -157,6 +161,7 @@ class DeltaSink:
             return False
         if DeltaLog(self.path).latest_version() == position.version:
             return True
+        self.fence(f"restore sink {self.spec.name} to version {position.version}")
         try:
             DeltaTable.forPath(self.spark, self.path).restoreToVersion(position.version)
         except Exception as exc:  # noqa: BLE001 - Delta raises several JVM errors (vacuumed files, log cleaned up)
@@ -167,6 +172,7 @@ class DeltaSink:
 
     def rewind(self, last_epoch: int | None, view: DataFrame | None = None) -> None:
         """Make the sink what it was at the end of ``last_epoch`` (None: before the first epoch), by content."""
+        self.fence(f"rewind sink {self.spec.name}")
         self.ensure()
         if self.spec.mode is SinkMode.APPEND:
             from delta.tables import DeltaTable

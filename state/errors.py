@@ -41,6 +41,11 @@ class CheckpointError(EpochalStateError):
     """Base of every error raised by ``epochal.state.checkpoint``."""
 
 
+class WriterFenced(EpochalStateError):
+    """This process may no longer write the deployment's storage: a newer writer took over (see
+    :mod:`epochal.state.fence`). Raised before the write; nothing of it was written."""
+
+
 class CheckpointStorageError(CheckpointError):
     """Reading, writing, listing or deleting a checkpoint file failed."""
 

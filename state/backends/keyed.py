@@ -40,6 +40,7 @@ from epochal.state.descriptors import (
     ReducingStateDescriptor,
 )
 from epochal.state.errors import MaxParallelismMismatch, StateSchemaError
+from epochal.state.fence import Fence, no_fence
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.delta.tables import create_table, restore_table, snapshot_table
 from epochal.state.keygroups import DEFAULT_MAX_PARALLELISM, check_parallelism, key_group_col, subtask_col
@@ -114,6 +115,8 @@ class KeyedStateBackend:
         self.max_parallelism = max_parallelism
         self.context = context or EpochContext()
         self._opened: set[str] = set()
+        #: Called before every write of a table (see :mod:`epochal.state.fence`).
+        self.fence: Fence = no_fence
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -278,6 +281,7 @@ class KeyedStateBackend:
         self._require_columns(descriptor, rows, ("key", "value"))
         df = self._refuse_duplicate_keys(descriptor, self._normalise(descriptor, rows, F.col("value")))
         path = self.open(descriptor)
+        self.fence(f"write state {self.stage}/{descriptor.name}")
         if descriptor.ttl is not None and self._may_hold_expired(path):
             DeltaTable.forPath(self.spark, path).delete(self._expired(""))
         new = self._state_rows(descriptor, df).where(~F.col(_DELETE) & F.col("value").isNotNull()).drop(_DELETE)
@@ -424,6 +428,7 @@ class KeyedStateBackend:
         )
         if descriptor.ttl is not None and self._may_hold_expired(path):
             merge = merge.whenNotMatchedBySourceDelete(condition=expired)
+        self.fence(f"write state {self.stage}/{descriptor.name}")
         try:
             merge.execute()
         except Exception as exc:  # noqa: BLE001 - translate the duplicate-key errors (ours and Delta's)
@@ -466,6 +471,7 @@ class KeyedStateBackend:
                 f"snapshot of {handle.key} has max parallelism {handle.max_parallelism}, backend has {self.max_parallelism}",
                 action="restore with the max parallelism the state was created with",
             )
+        self.fence(f"restore state {self.stage}/{descriptor.name}")
         restore_table(self.spark, self.table_path(descriptor), handle)
         self._opened.discard(self.table_path(descriptor))
         self.open(descriptor)

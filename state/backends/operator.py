@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 from epochal.state.delta import io as delta_io
 from epochal.state.descriptors import OperatorStateDescriptor, OperatorStateMode
 from epochal.state.errors import StateSchemaError
+from epochal.state.fence import Fence, no_fence
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.delta.tables import create_table, restore_table, snapshot_table
 
@@ -60,6 +61,8 @@ class OperatorStateBackend:
         self.root = root.rstrip("/")
         self.stage = stage
         self._opened: dict[str, str] = {}
+        #: Called before every write of a table (see :mod:`epochal.state.fence`).
+        self.fence: Fence = no_fence
 
     def table_path(self, descriptor: OperatorStateDescriptor) -> str:
         return posixpath.join(self.root, self.stage, descriptor.name)
@@ -122,6 +125,7 @@ class OperatorStateBackend:
                 F.col("value").cast(descriptor.value_type).alias("value"),
             )
         rows = rows.withColumn("parallelism", F.lit(parallelism).cast("int"))
+        self.fence(f"write state {self.stage}/{descriptor.name}")
         rows.select(*[f.name for f in operator_table_schema(descriptor).fields]).write.format("delta").mode(
             "overwrite"
         ).save(path)
@@ -158,6 +162,7 @@ class OperatorStateBackend:
         )
 
     def restore(self, descriptor: OperatorStateDescriptor, handle: StateHandle) -> None:
+        self.fence(f"restore state {self.stage}/{descriptor.name}")
         restore_table(self.spark, self.table_path(descriptor), handle)
         self._opened.pop(self.table_path(descriptor), None)
 

@@ -6,13 +6,16 @@ user hooks are injected. Completion runs as named steps::
 
     _finalize_metadata   build the frozen _metadata record (pure)
     _write_metadata      write chk-<id>/_metadata (or savepoints/<name>/_metadata) atomically
-    _commit              add to the completed-checkpoint store: THE atomic step
+    _commit              add to the completed-checkpoint store: THE atomic step (fenced just before)
     _after_commit        mark completed, subsume older pending checkpoints, stats, failure reset
 
-A failure (an exception) in the first three aborts the checkpoint with
-FINALIZE_FAILED; a crash (the process dies) anywhere leaves the store as it
-was before ``_commit`` or after it, never in between, so the previous
-checkpoint stays the latest until the new one is committed. Files are never
+The injected ``fence`` (:mod:`epochal.state.fence`) is called before ``_metadata`` and
+before ``_commit``: a writer fenced off (a newer holder of the deployment) gets
+``WriterFenced`` and neither completes nor aborts anything. Any other failure (an
+exception) in the first three steps aborts the checkpoint with FINALIZE_FAILED; a
+crash (the process dies) anywhere leaves the store as it was before ``_commit`` or
+after it, never in between, so the previous checkpoint stays the latest until the
+new one is committed. Files are never
 deleted here: a ``_metadata`` whose commit did not happen is simply not a
 checkpoint (see :mod:`epochal.state.checkpoint.resolve`).
 """
@@ -34,6 +37,7 @@ from epochal.state.errors import (
     InvalidCheckpointRequest,
     PipelineFailed,
     SavepointAlreadyExists,
+    WriterFenced,
 )
 from epochal.state.checkpoint.failure import CheckpointFailureManager
 from epochal.state.checkpoint.hooks import MasterTriggerRestoreHook, check_identifiers, restore_hooks, trigger_hooks
@@ -52,6 +56,7 @@ from epochal.state.checkpoint.resolve import CheckpointResolver
 from epochal.state.checkpoint.stats import CheckpointStatsTracker
 from epochal.state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage, validate_name
 from epochal.state.checkpoint.store import CompletedCheckpointStore
+from epochal.state.fence import Fence, no_fence
 from epochal.state.handles import StateHandle
 from epochal.state.ids import CheckpointId, Epoch
 
@@ -75,8 +80,12 @@ class CheckpointCoordinator:
         failures: CheckpointFailureManager | None = None,
         hooks: Sequence[MasterTriggerRestoreHook] = (),
         policy: CoordinatorPolicy = CoordinatorPolicy(),
+        fence: Fence = no_fence,
     ) -> None:
         check_identifiers(hooks)
+        #: Called before ``_metadata`` is written and again just before the store commit; a
+        #: :class:`WriterFenced` it raises propagates (the checkpoint is neither completed nor aborted).
+        self.fence = fence
         self._storage, self._store, self._clock, self._ids = storage, store, clock, id_counter
         self._stats = stats if stats is not None else CheckpointStatsTracker()
         self._failures = failures if failures is not None else CheckpointFailureManager()
@@ -325,11 +334,14 @@ class CheckpointCoordinator:
     # -------------------------------------------------------------- completion
     def _complete(self, pending: PendingCheckpoint) -> Completion:
         """Finish a fully acknowledged checkpoint: metadata, write, commit, then bookkeeping."""
+        self.fence(_completing(pending.is_savepoint, pending.checkpoint_id))  # before anything is written
         try:
             metadata = self._finalize_metadata(pending)
             self._write_metadata(pending, metadata)
             completed = CompletedCheckpoint(metadata=metadata, metadata_path=pending.spec.metadata_path)
             subsumed = self._commit(completed)
+        except WriterFenced:  # not this checkpoint's failure: another writer owns the deployment now
+            raise
         except Exception as exc:  # any failure before the commit aborts this checkpoint
             log.warning("completing checkpoint %s failed: %s", pending.checkpoint_id, exc)
             failure = self._failure(pending.checkpoint_id, Reason.FINALIZE_FAILED, f"{type(exc).__name__}: {exc}")
@@ -345,6 +357,7 @@ class CheckpointCoordinator:
         self._storage.write_atomic(pending.spec.metadata_path, serialize(metadata))
 
     def _commit(self, completed: CompletedCheckpoint) -> list[CompletedCheckpoint]:
+        self.fence(_completing(completed.is_savepoint, completed.checkpoint_id))  # the process may have stalled
         return self._store.add(completed)
 
     def _after_commit(self, pending: PendingCheckpoint, metadata: CheckpointMetadata) -> None:
@@ -438,3 +451,7 @@ class CheckpointCoordinator:
             restore_hooks(self._hooks, checkpoint.checkpoint_id, checkpoint.metadata.hook_states,
                           allow_non_restored_state=allow_non_restored_state)
         return checkpoint
+
+
+def _completing(savepoint: bool, checkpoint_id: int) -> str:
+    return f"complete {'savepoint' if savepoint else 'checkpoint'} {int(checkpoint_id)}"

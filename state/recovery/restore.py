@@ -86,6 +86,7 @@ from epochal.state.errors import (
 from epochal.state.delta.paths import to_spark, to_url
 from epochal.state.recovery.schema import conform_columns, same_columns
 from epochal.state.checkpoint.snapshots import copied_properties
+from epochal.state.fence import Fence, no_fence
 
 log = logging.getLogger(__name__)
 
@@ -218,9 +219,19 @@ def _run_hooks(catalog: _Catalog, chosen: _Chosen, allow_non_restored_state: boo
         restore_hooks(catalog.hooks, metadata.id, metadata.hook_states, allow_non_restored_state=allow_non_restored_state)
 
 
-def _apply(spark: Any, plan: RestorePlan, parallelism: int | None) -> list[RestoredState]:
-    restored = [_apply_state(spark, item, parallelism) for item in plan.states]
-    restored += [_empty_table(spark, stage, state, url) for stage, state, url in plan.to_empty]
+def _apply(spark: Any, plan: RestorePlan, parallelism: int | None, fence: Fence) -> list[RestoredState]:
+    restored = []
+    for item in plan.states:
+        fence(f"restore state {item.handle.key}")
+        restored.append(_apply_state(spark, item, parallelism))
+    return restored + _empty_tables(spark, plan.to_empty, fence)
+
+
+def _empty_tables(spark: Any, tables: Iterable[tuple[str, str, str]], fence: Fence) -> list[RestoredState]:
+    restored = []
+    for stage, state, url in tables:
+        fence(f"empty state {stage}/{state}")
+        restored.append(_empty_table(spark, stage, state, url))
     return restored
 
 
@@ -346,6 +357,7 @@ def restore_state(
     allow_non_restored_state: bool = False,
     max_epoch: int | None = None,
     before_changes: Callable[[str | None], None] | None = None,
+    fence: Fence = no_fence,
 ) -> RestoreResult:
     """Restore the working state tables from a checkpoint or savepoint (see the module docstring).
 
@@ -359,6 +371,7 @@ def restore_state(
     ``before_changes``: called once the checkpoint is chosen and checked, before
     anything changes, with the chosen pointer (None: empty state), so that a
     caller can record the restore and redo it after a crash.
+    ``fence`` (:mod:`epochal.state.fence`): called before each table is changed.
     """
     if parallelism is not None and parallelism < 1:
         raise RescaleError(f"Parallelism must be at least 1, not {parallelism}.", parallelism=parallelism)
@@ -368,9 +381,9 @@ def restore_state(
     if before_changes is not None:
         before_changes(None if chosen is None else chosen.pointer)
     if chosen is None:
-        return _start_empty(spark, options, parallelism)
+        return _start_empty(spark, options, parallelism, fence)
     _run_hooks(catalog, chosen, allow_non_restored_state)
-    states = _apply(spark, chosen.plan, parallelism)
+    states = _apply(spark, chosen.plan, parallelism, fence)
     metadata = chosen.plan.metadata
     log.info("restored checkpoint %s (epoch %s) from %s", metadata.checkpoint_id, metadata.epoch, chosen.plan.metadata_path)
     return RestoreResult(
@@ -390,16 +403,16 @@ def _options(
     return RestoreOptions(by_key, root, parallelism, allow)
 
 
-def _start_empty(spark: Any, options: RestoreOptions, parallelism: int | None) -> RestoreResult:
+def _start_empty(spark: Any, options: RestoreOptions, parallelism: int | None, fence: Fence) -> RestoreResult:
     """Nothing was ever completed: every existing working table is emptied (a crashed first run's writes)."""
     log.info("no checkpoint was ever completed: starting from empty state")
-    states = [_empty_table(spark, stage, state, url) for stage, state, url in _existing_tables(options)]
+    states = _empty_tables(spark, _existing_tables(options), fence)
     return RestoreResult(checkpoint_id=None, epoch=None, parallelism=parallelism, states=tuple(states))
 
 
 def reset_to_empty(
     spark: Any, storage: CheckpointStorage, *, targets: Iterable[StateTarget] | None = None,
-    working_root: str | None = None,
+    working_root: str | None = None, fence: Fence = no_fence,
 ) -> RestoreResult:
     """Empty every working table (the targets', or all under the working root), keeping their history.
 
@@ -409,4 +422,4 @@ def reset_to_empty(
     """
     by_key = None if targets is None else {t.key: t for t in targets}
     root = to_url(working_root) if working_root is not None else to_url(storage.shared_url)
-    return _start_empty(spark, RestoreOptions(by_key, root), None)
+    return _start_empty(spark, RestoreOptions(by_key, root), None, fence)

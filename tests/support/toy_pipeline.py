@@ -4,7 +4,8 @@ Also runnable as a script, so crash tests can kill a real process:
 ``python -m tests.support.toy_pipeline CONFIG.yaml TO`` runs up to partition ``TO``;
 ``python -m tests.support.toy_pipeline CONFIG.yaml savepoint NAME`` takes a savepoint
 (with the repository on PYTHONPATH, or as the working directory).
-The ``EPOCHAL_CRASH_AFTER_S`` timer starts once the deployment is built.
+The ``EPOCHAL_CRASH_AFTER_S`` timer starts once the deployment is built; ``EPOCHAL_PAUSE_AT`` stops the process
+at a named point (SIGSTOP) until it is continued (the fencing tests).
 """
 
 from __future__ import annotations
