@@ -62,8 +62,9 @@ class DeltaSink:
 
     def ensure(self) -> None:
         if not delta_io.is_delta_table(self.path):
+            # Retention is the user's: Delta's defaults (log 30 days, removed files 7 days before VACUUM may
+            # delete them); a restore to a sink version whose files are gone rewinds the sink by content.
             props = {
-                **delta_io.STATE_TABLE_PROPERTIES,
                 **delta_io.PORTABLE_TABLE_PROPERTIES,  # every Delta reader opens a sink
                 "epochal.sinkMode": self.spec.mode.value,
             }

@@ -16,7 +16,7 @@ import yaml
 
 import tests.support.toy_pipeline as toy
 from epochal.config import load_settings
-from epochal.pipeline.registry import PIPELINES, build_deployment
+from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from epochal.state.checkpoint.store import RELEASED_HISTORY
 
@@ -25,13 +25,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 EPOCHS = int(os.environ.get("EPOCHAL_GROWTH_EPOCHS", "28"))  # EPOCHAL_GROWTH_EPOCHS=500 for the long run
 WARM_UP = 13  # retain 3 plus RELEASED_HISTORY store rows reached, and a Delta log checkpoint written
 PERIOD = 10  # epochs between two Delta log checkpoints of a state table (one commit an epoch)
-
-
-@pytest.fixture()
-def toy_registered():
-    toy.register()
-    yield
-    PIPELINES.pop("toy", None)
 
 
 def inventory(checkpoints: Path, store_rows: int, stats: int) -> Counter:

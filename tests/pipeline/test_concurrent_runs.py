@@ -23,15 +23,6 @@ EPOCHAL = str(Path(sys.executable).with_name("epochal"))
 HOURS = [[("a", 1), ("b", 2)], [("a", 10), ("c", 3)]]
 
 
-@pytest.fixture()
-def toy_registered():
-    from epochal.pipeline.registry import PIPELINES
-
-    toy.register()
-    yield
-    PIPELINES.pop("toy", None)
-
-
 def _config(tmp: Path, pipeline: str) -> Path:
     config = {
         "pipeline": pipeline,

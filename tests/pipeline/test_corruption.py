@@ -43,15 +43,6 @@ EXPECTED_TOTALS = {"a": 111, "b": 7, "c": 3, "d": 7}
 EXPECTED_LOG = sorted((e, k, n) for e, rows in enumerate(HOURS) for k, n in rows)
 
 
-@pytest.fixture()
-def toy_registered():
-    from epochal.pipeline.registry import PIPELINES
-
-    toy.register()
-    yield
-    PIPELINES.pop("toy", None)
-
-
 class Corruptor:
     """Damages files and puts the original bytes back."""
 

@@ -114,15 +114,6 @@ def _run_killed(config: Path, kill: Kill) -> subprocess.CompletedProcess:
                           text=True, timeout=1800)
 
 
-@pytest.fixture()
-def toy_registered():
-    from epochal.pipeline.registry import PIPELINES
-
-    toy.register()
-    yield
-    PIPELINES.pop("toy", None)
-
-
 def test_kill_at_every_point_and_random_instants_then_equal_to_a_clean_run(spark, tmp_path, toy_registered):
     landing = tmp_path / "landing"
     for hour, rows in enumerate(HOURS):

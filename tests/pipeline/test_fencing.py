@@ -133,15 +133,6 @@ TO = "2026-11-01-02:00"
 LEASE_TIMEOUT_S = 3
 
 
-@pytest.fixture()
-def toy_registered():
-    from epochal.pipeline.registry import PIPELINES
-
-    toy.register()
-    yield
-    PIPELINES.pop("toy", None)
-
-
 def _deploy(root: Path, landing: Path) -> Path:
     config = {
         "pipeline": "toy",

@@ -10,17 +10,10 @@ import yaml
 import tests.support.toy_pipeline as toy
 from epochal.config import load_settings
 from epochal.pipeline.errors import PipelineError
-from epochal.pipeline.registry import PIPELINES, build_deployment
+from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture()
-def toy_registered():
-    toy.register()
-    yield
-    PIPELINES.pop("toy", None)
 
 
 def _runner(spark, tmp_path, checkpoints: str) -> EpochRunner:

@@ -12,7 +12,7 @@ import yaml
 import tests.support.toy_pipeline as toy
 from epochal.config import load_settings
 from epochal.pipeline.errors import InputChangedError
-from epochal.pipeline.registry import PIPELINES, build_deployment
+from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from epochal.pipeline.sources import SourceBatch, check_unchanged, fingerprint, record_fingerprints
 
@@ -53,13 +53,6 @@ def test_an_object_store_file_is_named_by_its_etag(s3_server, monkeypatch):
     assert fingerprint(url)["etag"] != first["etag"]
 
 
-@pytest.fixture()
-def toy_registered():
-    toy.register()
-    yield
-    PIPELINES.pop("toy", None)
-
-
 def _runner(spark, tmp_path) -> EpochRunner:
     config = {
         "pipeline": "toy", "landing": str(tmp_path / "landing"), "warehouse": str(tmp_path / "warehouse"),
@@ -90,3 +83,31 @@ def test_a_replay_whose_input_changed_stops_and_a_backfill_replans(spark, tmp_pa
 
     runner.run(from_="2026-11-01-01:00", to="2026-11-01-01:00")  # a backfill re-plans on purpose
     assert {r.key: r.total for r in runner.d.sinks["totals"].read().collect()} == {"a": 11, "b": 2, "c": 99}
+
+
+def test_sinks_keep_delta_defaults_and_a_restore_after_vacuum_rewinds_by_content(spark, tmp_path, toy_registered):
+    landing = tmp_path / "landing"
+    for hour, rows in enumerate([[("a", 1)], [("a", 10), ("b", 2)], [("b", 5)]]):
+        toy.write_hour(landing, hour, rows)
+    runner = _runner(spark, tmp_path)
+    runner.run(to="2026-11-01-02:00")
+    sinks = runner.d.sinks
+    properties = spark.sql(f"DESCRIBE DETAIL delta.`{sinks['totals'].path}`").first().properties
+    assert not {"delta.logRetentionDuration", "delta.deletedFileRetentionDuration"} & set(properties)
+
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:  # the user's own VACUUM, as docs/operations.md allows: older sink versions lose their files
+        for sink in sinks.values():
+            spark.sql(f"VACUUM delta.`{sink.path}` RETAIN 0 HOURS")
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    first = min(e.checkpoint_id for e in runner.d.coordinator.store.all())
+    restored = runner.restore(first)
+    # the upsert sink's MERGEs rewrote its files (vacuumed: rewound by content); the append-only log kept them
+    assert (restored.sinks_by_content, restored.sinks_by_version) == (("totals",), ("log",))
+    assert {r.key: r.total for r in sinks["totals"].read().collect()} == {"a": 1}
+    assert sinks["log"].read().count() == 1
+
+    runner.run(to="2026-11-01-02:00")
+    assert {r.key: r.total for r in sinks["totals"].read().collect()} == {"a": 11, "b": 7}
+    assert sinks["log"].read().count() == 4

@@ -18,8 +18,7 @@ from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from tests.support.reliability_checks import compare_deployments, stray_folders
 
-import tests.support.toy_pipeline as toy
-from tests.pipeline.test_runner import EXPECTED_LOG, EXPECTED_TOTALS, _deploy, _sinks, toy_registered  # noqa: F401
+from tests.pipeline.test_runner import EXPECTED_LOG, EXPECTED_TOTALS, _deploy, _sinks
 
 LAST = "2026-11-01-03:00"
 

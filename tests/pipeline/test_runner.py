@@ -44,15 +44,6 @@ def _deploy(tmp: Path, **checkpoints) -> Path:
     return path
 
 
-@pytest.fixture()
-def toy_registered():
-    from epochal.pipeline.registry import PIPELINES
-
-    toy.register()
-    yield
-    PIPELINES.pop("toy", None)
-
-
 def _runner(spark, config: Path) -> EpochRunner:
     return EpochRunner(build_deployment(load_settings(config), spark))
 
