@@ -69,8 +69,8 @@ class _CheckpointingTransaction:
         self._ack(f"sink:{name}", sinks=(self.d.sinks[name].position(),))
 
     def _handles(self, stage: Stage, store: OperatorStateStore) -> list[StateHandle]:
-        latest = self.d.coordinator.store.latest()
-        handles = [_written_since(latest, h) for h in self.d.state_handles(stage, store)]
+        retained = self.d.coordinator.store.all()[::-1]  # newest first
+        handles = [_written_since(retained, h) for h in self.d.state_handles(stage, store)]
         if self.pending.spec.mode is CheckpointMode.FULL or self.pending.spec.kind is CheckpointKind.SAVEPOINT:
             from epochal.state.checkpoint.snapshots import materialize_handles
 
@@ -293,13 +293,14 @@ class SavepointTransaction(_CheckpointingTransaction):
         return completion.completed
 
 
-def _written_since(latest: CompletedCheckpoint | None, handle: StateHandle) -> StateHandle:
-    """Bytes this checkpoint wrote for a table: every version since the previous checkpoint's."""
+def _written_since(retained: list[CompletedCheckpoint], handle: StateHandle) -> StateHandle:
+    """Bytes this checkpoint wrote for a table: every version since the newest retained checkpoint that
+    references the same table (a savepoint's copy is another table), counting the commits the log still has."""
     from epochal.state.delta import io as delta_io
 
-    previous = latest.metadata.handle(handle.stage, handle.state) if latest is not None else None
-    since = previous.version if previous is not None and previous.table_path == handle.table_path else -1
+    handles = (e.metadata.handle(handle.stage, handle.state) for e in retained)
+    since = next((h.version for h in handles if h is not None and h.table_path == handle.table_path), -1)
     if since >= handle.version:
         return handle.model_copy(update={"bytes_added": 0})
-    total = sum(delta_io.bytes_added(handle.table_path, v) for v in range(max(since + 1, 0), handle.version + 1))
+    total = delta_io.bytes_added_between(handle.table_path, since + 1, handle.version)
     return handle.model_copy(update={"bytes_added": total})

@@ -56,6 +56,16 @@ def commit_actions(path: str, version: int) -> list[dict]:
         return [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
 
 
+def bytes_added_between(path: str, first: int, last: int) -> int:
+    """Bytes written by the commits ``first..last`` that the log still holds (older ones may be pruned)."""
+    fs, root = _fs(delta_log_dir(path))
+    try:
+        names = {posixpath.basename(str(n)) for n in fs.ls(root, detail=False)}
+    except FileNotFoundError:
+        return 0
+    return sum(bytes_added(path, v) for v in range(max(first, 0), last + 1) if f"{v:020d}.json" in names)
+
+
 def bytes_added(path: str, version: int) -> int:
     """Bytes written by commit ``version``: new data files plus new deletion-vector files.
 
