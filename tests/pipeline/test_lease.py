@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import subprocess
 import sys
 import time
@@ -89,6 +90,9 @@ def test_a_dead_holder_on_this_host_frees_the_lease_at_once_not_on_another_host(
     clock.advance(TIMEOUT + 1)  # the unreadable file is held for one timeout from its last write ...
     with pytest.raises(ConcurrentRunError):
         remote.acquire("run")  # ... of the real clock: the manual one is days behind the file's mtime
+    unreadable = storage.child("_lease", "000000000009.json").removeprefix("file://")
+    written = os.stat(unreadable).st_mtime - 10
+    os.utime(unreadable, (written, written))  # its last write well over the next lease's timeout ago
     lease = DeploymentLease(storage, 0.001, SystemClock(), heartbeat=False)
     lease.acquire("run")
     assert lease.current().generation == 10
