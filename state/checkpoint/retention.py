@@ -61,7 +61,7 @@ from epochal.state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointSt
 from epochal.state.checkpoint.store import CompletedCheckpointStore
 from epochal.state.errors import EpochalStateError
 from epochal.state.handles import StateHandle
-from epochal.state.delta.cleanup import grace_versions, prune_log, recently_written
+from epochal.state.delta.cleanup import LogEntries, grace_versions, log_entries, prune_log, recently_written
 from epochal.state.delta.log import DeltaLog, working_tables
 from epochal.state.errors import RetentionError
 from epochal.state.delta.paths import is_relative, resolve_table_url, to_url
@@ -134,6 +134,7 @@ class _TablePlan:
     kept_versions: tuple[int, ...]
     keep: frozenset[str]
     delete: tuple[str, ...]  # table-relative physical files
+    log: LogEntries | None = None  # the _delta_log listing the plan was made from
 
 
 def plan_table_release(
@@ -149,7 +150,8 @@ def plan_table_release(
     if latest is None:
         return None
     now = time.time() if now is None else now
-    wanted = {latest} | grace_versions(table_url, now=now, delay_s=delay_s)
+    listed = log_entries(table_url)  # one listing for the grace period and the log pruning
+    wanted = {latest} | grace_versions(table_url, now=now, delay_s=delay_s, listed=listed)
     for version in versions:
         if version <= latest:
             wanted.add(version)
@@ -162,7 +164,7 @@ def plan_table_release(
     unneeded = [owner for owner in sorted(on_disk) if owner not in keep]
     fresh = recently_written(table.fs, table.root, unneeded, now=now, delay_s=delay_s)
     delete = tuple(p for owner in unneeded if owner not in fresh for p in sorted(on_disk[owner], key=_crc_last))
-    return _TablePlan(stage, state, table, tuple(sorted(wanted)), keep, delete)
+    return _TablePlan(stage, state, table, tuple(sorted(wanted)), keep, delete, listed)
 
 
 def _crc_last(path: str) -> tuple[bool, str]:
@@ -196,7 +198,7 @@ def _release_shared_files(
         for relative in plan.delete:
             deleter(plan.table.physical_url(relative))
             deleted.append(plan.table.physical_url(relative))
-        deleted += prune_log(url, min(plan.kept_versions), now=clock.now, delay_s=clock.delay_s)
+        deleted += prune_log(url, min(plan.kept_versions), now=clock.now, delay_s=clock.delay_s, listed=plan.log)
         releases.append(TableRelease(stage, state, url, plan.kept_versions, plan.keep, tuple(deleted)))
     return releases, errors
 

@@ -47,7 +47,11 @@ def modified_at(info: Mapping[str, Any]) -> float | None:
     return float(value) if value is not None else None
 
 
-def _listing(table_url: str) -> tuple[Any, str, list[dict[str, Any]]]:
+LogEntries = tuple[Any, str, list[dict[str, Any]]]  # (filesystem, log folder, detailed listing)
+
+
+def log_entries(table_url: str) -> LogEntries:
+    """One detailed listing of a table's ``_delta_log``, to share between the functions below."""
     fs, root = fsspec.core.url_to_fs(to_url(table_url))
     log_dir = f"{root.rstrip('/')}/{LOG_DIR}"
     fs.invalidate_cache(log_dir)
@@ -57,11 +61,11 @@ def _listing(table_url: str) -> tuple[Any, str, list[dict[str, Any]]]:
         return fs, log_dir, []
 
 
-def grace_versions(table_url: str, *, now: float, delay_s: float) -> set[int]:
+def grace_versions(table_url: str, *, now: float, delay_s: float, listed: LogEntries | None = None) -> set[int]:
     """The versions that were the latest at some instant of ``[now - delay_s, now]``."""
     if delay_s <= 0:
         return set()
-    _, _, entries = _listing(table_url)
+    _, _, entries = listed or log_entries(table_url)
     committed = {}
     for entry in entries:
         name = posixpath.basename(str(entry["name"]))
@@ -73,12 +77,14 @@ def grace_versions(table_url: str, *, now: float, delay_s: float) -> set[int]:
     return recent | ({max(before)} if before else set())
 
 
-def prune_log(table_url: str, oldest_needed: int, *, now: float, delay_s: float = 0.0) -> list[str]:
+def prune_log(
+    table_url: str, oldest_needed: int, *, now: float, delay_s: float = 0.0, listed: LogEntries | None = None
+) -> list[str]:
     """Delete the log entries no version from ``oldest_needed`` on needs (see the module docstring).
 
     Returns the URLs deleted. Nothing is deleted when no Delta checkpoint precedes ``oldest_needed``.
     """
-    fs, log_dir, entries = _listing(table_url)
+    fs, log_dir, entries = listed or log_entries(table_url)
     names = [posixpath.basename(str(e["name"])) for e in entries]
     listing = parse_listing(names)
     base = max((v for v in listing.checkpoints if v <= oldest_needed), default=None)
