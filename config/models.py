@@ -173,6 +173,11 @@ class DagsterSettings(_Strict):
         default=None, ge=1,
         description="The savepoint sensor takes a savepoint every N completed checkpoints; null: only on request or code change.",
     )
+    backfill_chunk: Int | None = Field(
+        default=None, ge=1,
+        description="A backfill runs as runs of this many partitions (each one SparkSession, epochs in order); "
+                    "null: the whole range in one run.",
+    )
 
 
 _M = TypeVar("_M", bound=BaseModel)

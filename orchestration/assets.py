@@ -7,8 +7,11 @@ so the lineage in the UI is the pipeline DAG. Stateful assets (and
 (``TimeWindowPartitionMapping(-1, -1)``): state carries over from epoch e-1 to e.
 
 They are one multi-asset that cannot be subset: a run materializes a whole
-epoch, in one process with one SparkSession (in-process executor), and a
-backfill of n partitions is n runs, one per epoch, in order. The op uses the
+epoch, or a backfill's whole range of epochs in order, in one process with one
+SparkSession (in-process executor). Its backfill policy is one run per backfill
+(``BackfillPolicy.single_run()``), or runs of ``dagster.backfill_chunk``
+partitions. The outputs are skippable: a range run reports each epoch as events
+while it runs (``orchestration/backfill.py``), not as outputs at its end. The op uses the
 ``epochal`` pool (limit 1 in the instance's ``dagster.yaml``), so only one epoch
 runs at a time per deployment, whoever launched it.
 """
@@ -71,18 +74,18 @@ def asset_specs(pipeline: Pipeline, version: str) -> list[dg.AssetSpec]:
         specs.append(dg.AssetSpec(
             stage.name, deps=deps, group_name=group, code_version=version, kinds={"spark", "delta"} if stateful else {"spark"},
             description=(type(stage).__doc__ or "").strip().splitlines()[0] if type(stage).__doc__ else None,
-            tags={"epochal/role": "stage", "epochal/stateful": str(stateful).lower()},
+            tags={"epochal/role": "stage", "epochal/stateful": str(stateful).lower()}, skippable=True,
         ))
     for sink in pipeline.sinks:
         specs.append(dg.AssetSpec(
             sink.name, deps=[_producer(sink.input)], group_name=group, code_version=version, kinds={"delta"},
             description=f"Delta sink ({sink.mode.value}{' on ' + ', '.join(sink.keys) if sink.keys else ''}) fed by {sink.input}",
-            tags={"epochal/role": "sink"},
+            tags={"epochal/role": "sink"}, skippable=True,
         ))
     specs.append(dg.AssetSpec(
         CHECKPOINT, deps=names + [previous_partition(CHECKPOINT)], group_name=group, code_version=version,
         description="The checkpoint coordinator: trigger, collect acks, complete, retain N.",
-        tags={"epochal/role": "coordinator"},
+        tags={"epochal/role": "coordinator"}, skippable=True,
     ))
     return specs
 
@@ -95,6 +98,12 @@ def source_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
     ]
 
 
+def backfill_policy(settings: Settings) -> dg.BackfillPolicy:
+    """One run per backfill, or runs of ``dagster.backfill_chunk`` partitions."""
+    chunk = settings.dagster.backfill_chunk
+    return dg.BackfillPolicy.single_run() if chunk is None else dg.BackfillPolicy.multi_run(chunk)
+
+
 def build_epoch_assets(pipeline: Pipeline, settings: Settings) -> dg.AssetsDefinition:
     version = code_version(pipeline)
     specs = asset_specs(pipeline, version)
@@ -105,7 +114,7 @@ def build_epoch_assets(pipeline: Pipeline, settings: Settings) -> dg.AssetsDefin
 
     @dg.multi_asset(
         name=f"{pipeline.name}_epoch", specs=specs, check_specs=checks, partitions_def=partitions_def(settings),
-        can_subset=False, pool=POOL, op_tags={DEPLOYMENT_TAG: pipeline.name},
+        can_subset=False, pool=POOL, op_tags={DEPLOYMENT_TAG: pipeline.name}, backfill_policy=backfill_policy(settings),
     )
     def epoch_assets(context: dg.AssetExecutionContext, epochal: EpochalResource) -> Iterator[Any]:
         from epochal.orchestration.epoch import run_partition

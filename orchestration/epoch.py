@@ -27,12 +27,13 @@ from typing import Any, Iterator, Mapping
 
 import dagster as dg
 
-from epochal.orchestration.assets import CHECK_COMPLETE, CHECK_CONSISTENT, CHECKPOINT
-from epochal.orchestration.metadata import checkpoint_metadata, restore_metadata, sink_metadata, stage_metadata
+from epochal.orchestration.assets import CHECKPOINT
+from epochal.orchestration.backfill import RangeReporter, missing, progress_line, run_range
+from epochal.orchestration.metadata import restore_metadata
+from epochal.orchestration.report import asset_metadata, check_results, checkpoint_duration
 from epochal.orchestration.resources import EpochalResource
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.recovery import Restored
-from epochal.pipeline.checks import checkpoint_completeness, state_consistency
 from epochal.state.checkpoint.failure import FailureState, StorageFailureStateRepository
 from epochal.state.errors import EpochalStateError
 
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 BACKFILL_TAG = "dagster/backfill"
 SCHEDULE_TAG = "dagster/schedule_name"
 PARENT_RUN_TAG = "dagster/parent_run_id"
-UNCHECKPOINTED = ("failed", "declined")
 EPOCH_HINT = "check the run's partition and the checkpoint storage; `epochal checkpoints list` shows what can be restored."
 
 
@@ -59,9 +59,14 @@ def operator_failure(exc: Exception, hint: str, **metadata: Any) -> dg.Failure:
 
 
 def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *, pipeline_name: str) -> Iterator[Any]:
-    key = context.partition_key
+    keys = list(context.partition_keys)
+    if len(keys) > 1:
+        yield from _run_partitions(context, epochal, keys, pipeline_name)
+        return
+    key = keys[0]
     runner = epochal.runner()
     d = runner.d
+    runner.on_epoch = lambda done: context.log.info(progress_line(done, keys, checkpoint_duration(d, done)))
     epoch = d.partitioning.epoch(key)
     position = d.progress.load().last_done_epoch
     saved = _clear_failure(context, d, pipeline_name)
@@ -78,15 +83,44 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
         if epoch_report.partition == key:
             target = epoch_report
         else:
-            for asset_key, meta in _asset_metadata(d, epoch_report):
+            for asset_key, meta in asset_metadata(d, epoch_report):
                 context.log_event(dg.AssetMaterialization(asset_key, partition=epoch_report.partition, metadata=meta))
     if target is None:
         raise dg.Failure(description=f"partition {key} did not run (state at {position})")
-    for asset_key, meta in _asset_metadata(d, target):
+    for asset_key, meta in asset_metadata(d, target):
         yield dg.MaterializeResult(asset_key=asset_key, metadata=meta)
-    yield from _checks(d, target)
+    yield from check_results(d, target)
     if position is not None and position > epoch:
         mark_out_of_date(context, d, range(epoch + 1, position + 1), f"rewound by the backfill of {key}")
+
+
+def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline_name: str) -> Iterator[Any]:
+    """A backfill's range in this run (``orchestration/backfill.py``): each epoch reported as it is done."""
+    runner = epochal.runner()
+    d = runner.d
+    position = d.progress.load().last_done_epoch
+    reporter = RangeReporter(context, d, keys)
+    runner.on_epoch = reporter
+    where = "the beginning" if position is None else d.partitioning.key(position)
+    context.log.info(f"{len(keys)} partitions {keys[0]}..{keys[-1]} in this run, one SparkSession; the state is at {where}")
+    saved = _clear_failure(context, d, pipeline_name)
+    try:
+        report = run_range(runner, keys, position, context.run.tags)
+    except BaseException as exc:
+        reporter.flush_checks()
+        if saved is not None:
+            _put_back_failure(d, saved)
+        if isinstance(exc, (PipelineError, EpochalStateError)):
+            raise operator_failure(exc, EPOCH_HINT, partitions=f"{keys[0]}..{keys[-1]}", state_position=where) from exc
+        raise
+    if report.restored is not None:
+        _record_restore(context, d, report.restored, keys[0])
+    if left := missing(keys, reporter.done, position, d):
+        raise dg.Failure(description=f"partitions {left} did not run (state at {where})")
+    last = d.partitioning.epoch(keys[-1])
+    if position is not None and position > last:
+        mark_out_of_date(context, d, range(last + 1, position + 1), f"rewound by the backfill of {keys[0]}..{keys[-1]}")
+    yield from reporter.pending
 
 
 def _run(runner, key: str, epoch: int, position: int | None, *, backfill: bool):
@@ -147,54 +181,7 @@ def mark_out_of_date(context, d, epochs: range, reason: str) -> None:
         context.log_event(dg.AssetObservation(CHECKPOINT, partition=key, metadata=meta))
 
 
-def _asset_metadata(d, report) -> Iterator[tuple[str, dict[str, Any]]]:
-    for stage in d.pipeline.ordered_stages:
-        yield stage.name, stage_metadata(report, stage.name)
-    for sink in d.pipeline.sinks:
-        yield sink.name, sink_metadata(report, sink.name)
-    yield CHECKPOINT, checkpoint_metadata(report, _checkpoint_duration(d, report))
-
-
-def _checkpoint_duration(d, report) -> float | None:
-    """Seconds from the checkpoint's trigger to its end (its statistics), when it has an id."""
-    if report.checkpoint_id is None:
-        return None
-    try:
-        return d.coordinator.stats.get(report.checkpoint_id).duration_s
-    except EpochalStateError:  # no statistics kept for it
-        return None
-
-
 def _record_restore(context, d, restored: Restored, key: str) -> None:
     meta = restore_metadata(restored, f"restored before backfilling from {key}")
     for name in [s.name for s in d.pipeline.stateful_stages] + [CHECKPOINT]:
         context.log_event(dg.AssetObservation(name, partition=key, metadata=meta))
-
-
-def _checks(d, report) -> Iterator[dg.AssetCheckResult]:
-    yield _completeness(d, report)
-    consistent = state_consistency(d, report.epoch)
-    yield dg.AssetCheckResult(
-        check_name=CHECK_CONSISTENT, asset_key=CHECKPOINT, passed=consistent.passed,
-        description=consistent.description, metadata=consistent.metadata,
-        severity=dg.AssetCheckSeverity.ERROR,
-    )
-
-
-def _completeness(d, report) -> dg.AssetCheckResult:
-    """This epoch's checkpoint, if one was due; else (none due by interval) the latest completed one."""
-    if report.checkpoint_status in UNCHECKPOINTED:
-        name = "checkpoint" if report.checkpoint_id is None else f"checkpoint {report.checkpoint_id}"
-        return dg.AssetCheckResult(
-            check_name=CHECK_COMPLETE, asset_key=CHECKPOINT, passed=False, severity=dg.AssetCheckSeverity.ERROR,
-            description=f"the {name} of epoch {report.epoch} ({report.partition}) {report.checkpoint_status}: "
-                        f"{report.checkpoint_detail or 'no reason recorded'}",
-            metadata={"checkpoint_status": report.checkpoint_status, "checkpoint_id": -1 if report.checkpoint_id is None else report.checkpoint_id},
-        )
-    latest = d.coordinator.store.latest()
-    checkpointed = latest is not None and int(latest.metadata.epoch) == report.epoch
-    complete = checkpoint_completeness(d, report.epoch if checkpointed else None)
-    return dg.AssetCheckResult(
-        check_name=CHECK_COMPLETE, asset_key=CHECKPOINT, passed=complete.passed,
-        description=complete.description, metadata=complete.metadata, severity=dg.AssetCheckSeverity.ERROR,
-    )

@@ -1,0 +1,104 @@
+"""A backfill's range in one run (in process, the test session's SparkSession), as Dagster's
+single-run backfill policy launches it: the run carries the range's partition tags.
+
+Each epoch of the range is reported on its own, as soon as it is done (every asset's
+materialization with that epoch's numbers, both checks, a progress line), a backfill
+restores before the range first, and a re-execution of a run that died half way
+continues from the state's position instead of replaying what was done.
+"""
+
+from __future__ import annotations
+
+import re
+
+import dagster as dg
+import pytest
+
+from epochal.pipeline.runner import EpochRunner
+from tests.orchestration.test_dagster_runs import KEYS, _expected, _run, _totals, deployment  # noqa: F401
+
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+PROGRESS = re.compile(r"^epoch (\d+) of (\d+) \((\S+)\): checkpoint (\d+) completed in \d+\.\d s$")
+
+
+def _range_run(defs, instance, keys, tags=None, **kwargs):
+    tags = {RANGE_START: keys[0], RANGE_END: keys[-1], **(tags or {})}
+    return defs.resolve_job_def("toy_epochs").execute_in_process(instance=instance, tags=tags, **kwargs)
+
+
+def _progress(instance, run_id: str) -> list[tuple[int, int, str, int]]:
+    lines = [PROGRESS.match(entry.user_message) for entry in instance.all_logs(run_id)]
+    return [(int(m[1]), int(m[2]), m[3], int(m[4])) for m in lines if m]
+
+
+def _by_partition(instance, result) -> dict[str, dict[str, object]]:
+    """The run's materializations as the instance stored them (what the backfill daemon counts)."""
+    out: dict[str, dict[str, object]] = {}
+    for entry in instance.all_logs(result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        mat = entry.dagster_event.event_specific_data.materialization
+        name = mat.asset_key.to_user_string()
+        assert mat.partition not in out.get(name, {}), f"{name} {mat.partition} materialized twice"
+        out.setdefault(name, {})[mat.partition] = mat
+    return out
+
+
+def test_a_backfill_range_in_one_run_reports_every_epoch_on_its_own(deployment, spark):
+    defs, config = deployment
+    with dg.instance_for_test() as instance:
+        _run(defs, instance, KEYS[0])
+        _run(defs, instance, KEYS[1])
+        result = _range_run(defs, instance, KEYS, {"dagster/backfill": "bf1"})
+        assert result.success
+
+        mats = _by_partition(instance, result)
+        assert set(mats) == {"read", "sum", "totals", "log", "checkpoint"}
+        assert all(sorted(per) == KEYS for per in mats.values()), "every asset, once per partition of the range"
+        epochs = [mats["checkpoint"][k].metadata["epoch"].value for k in KEYS]
+        ids = [mats["checkpoint"][k].metadata["checkpoint_id"].value for k in KEYS]
+        assert epochs == [0, 1, 2] and ids == sorted(set(ids))
+        checks = [(e.asset_check_evaluation_data.check_name, e.asset_check_evaluation_data.passed)
+                  for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+        assert sorted(checks) == sorted([("checkpoint_complete", True), ("state_consistent", True)] * 3)
+        assert _progress(instance, result.run_id) == [(i + 1, 3, k, ids[i]) for i, k in enumerate(KEYS)]
+        # The state was past the range's start: the backfill restored first (empty state: the first partition).
+        restores = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"
+                    and "restored_epoch" in e.event_specific_data.asset_observation.metadata]
+        assert restores, "a restore before the replay is recorded"
+    assert _totals(spark, config) == _expected(3)
+
+
+def test_a_reexecution_of_a_range_run_that_died_half_way_continues_from_the_state(deployment, spark, monkeypatch):
+    defs, config = deployment
+    original = EpochRunner.run_epoch
+    died: list[int] = []
+
+    def dies_at_the_last_epoch(self, epoch, **kwargs):
+        if epoch == 2 and not died:
+            died.append(epoch)
+            raise RuntimeError("executor lost (test)")
+        return original(self, epoch, **kwargs)
+
+    monkeypatch.setattr(EpochRunner, "run_epoch", dies_at_the_last_epoch)
+    with dg.instance_for_test() as instance:
+        first = _range_run(defs, instance, KEYS, {"dagster/backfill": "bf2"}, raise_on_error=False)
+        assert not first.success
+        assert sorted(_by_partition(instance, first)["checkpoint"]) == KEYS[:2], "the finished partitions show as materialized"
+        assert _totals(spark, config) == _expected(2)
+
+        again = _range_run(defs, instance, KEYS, {"dagster/backfill": "bf2", "dagster/parent_run_id": first.run_id,
+                                                  "dagster/root_run_id": first.run_id})
+        assert again.success
+        assert sorted(_by_partition(instance, again)["checkpoint"]) == KEYS[2:], "continued from the state, nothing replayed"
+        assert not [e for e in again.all_events if e.event_type_value == "ASSET_OBSERVATION"
+                    and "restored_epoch" in e.event_specific_data.asset_observation.metadata]
+    assert _totals(spark, config) == _expected(3)
+
+
+@pytest.mark.parametrize("tags", [{}, {"dagster/backfill": "bf3"}], ids=["ahead-of-the-state", "backfill-from-empty"])
+def test_a_range_from_the_beginning_runs_in_order(deployment, spark, tags):
+    defs, config = deployment
+    with dg.instance_for_test() as instance:
+        result = _range_run(defs, instance, KEYS[:2], tags)
+        assert result.success
+        assert sorted(_by_partition(instance, result)["totals"]) == KEYS[:2]
+    assert _totals(spark, config) == _expected(2)
