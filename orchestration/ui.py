@@ -1,6 +1,6 @@
-"""``epochal ui``: the Dagster webserver and daemon on the project's definitions.
+"""``epochal ui``: ``dagster dev`` (the Dagster webserver and daemon) on the project's definitions.
 
-The instance lives in ``dagster.home`` (else ``$DAGSTER_HOME``, else ``.dagster``
+``dagster dev`` runs the webserver, the daemon and one code server for both. The instance lives in ``dagster.home`` (else ``$DAGSTER_HOME``, else ``.dagster``
 next to the configuration file). Its ``dagster.yaml`` is written when missing:
 the ``epochal`` pool and the ``epochal/deployment`` run tag are limited to one,
 so only one epoch runs at a time, whoever launched it (UI, schedule, sensor,
@@ -36,19 +36,16 @@ INSTANCE_YAML = {
 class UiProcesses:
     home: Path
     url: str
-    webserver: subprocess.Popen
-    daemon: subprocess.Popen
+    dev: subprocess.Popen  # `dagster dev`: it starts and stops the webserver, the daemon and the code server
 
     def stop(self) -> None:
-        """Stop both, with their code servers and run workers (each started its own process group)."""
-        for proc in (self.webserver, self.daemon):
-            _signal_group(proc, signal.SIGINT)
-        for proc in (self.webserver, self.daemon):
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-            _signal_group(proc, signal.SIGKILL)
+        """Stop ``dagster dev`` and everything it started (its own process group): SIGINT, then SIGKILL."""
+        _signal_group(self.dev, signal.SIGINT)
+        try:
+            self.dev.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(self.dev, signal.SIGKILL)
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -90,7 +87,7 @@ def _create_storage(home: Path) -> None:
 
 
 def start(config_path: str | None, *, port: int | None = None, log_dir: Path | None = None) -> UiProcesses:
-    """Start the webserver and the daemon (each its own process group); return when both are launched."""
+    """Start ``dagster dev`` in its own process group on the instance and definitions; return once launched."""
     path = str(Path(config_path).resolve()) if config_path else None
     settings = load_settings(path)
     home = dagster_home(settings, path)
@@ -99,29 +96,32 @@ def start(config_path: str | None, *, port: int | None = None, log_dir: Path | N
     if path:
         env["EPOCHAL_CONFIG"] = path
     host, port = settings.dagster.webserver_host, port or settings.dagster.webserver_port
-    bin_dir = Path(sys.executable).parent
+    dagster = Path(sys.executable).parent / "dagster"
     logs = log_dir or home
-    webserver = subprocess.Popen(
-        [str(bin_dir / "dagster-webserver"), "-h", host, "-p", str(port), "-w", str(workspace)],
-        env=env, stdout=open(logs / "webserver.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+    dev = subprocess.Popen(
+        [str(dagster), "dev", "-w", str(workspace), "-h", host, "-p", str(port)],
+        env=env, stdout=open(logs / "dagster-dev.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=str(home),
     )
-    daemon = subprocess.Popen(
-        [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)],
-        env=env, stdout=open(logs / "daemon.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    return UiProcesses(home, f"http://{host}:{port}", webserver, daemon)
+    return UiProcesses(home, f"http://{host}:{port}", dev)
+
+
+def _interrupt(_signum, _frame) -> None:
+    raise KeyboardInterrupt
 
 
 def serve(config_path: str | None) -> dict:
-    """Run until interrupted (Ctrl-C), or until one of the two processes exits."""
+    """Run until interrupted (Ctrl-C, SIGINT or SIGTERM), or until ``dagster dev`` exits."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background (SIGINT ignored)
+    signal.signal(signal.SIGTERM, _interrupt)
     procs = start(config_path)
-    print(f"epochal ui: Dagster at {procs.url} (instance {procs.home}); Ctrl-C stops it", file=sys.stderr, flush=True)
+    print(f"epochal ui: dagster dev at {procs.url} (instance {procs.home}, log {procs.home / 'dagster-dev.log'}); "
+          "Ctrl-C stops it", file=sys.stderr, flush=True)
     try:
-        while procs.webserver.poll() is None and procs.daemon.poll() is None:
+        while procs.dev.poll() is None:
             time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:
         procs.stop()
-    codes = {"webserver": procs.webserver.returncode, "daemon": procs.daemon.returncode}
-    return {"url": procs.url, "home": str(procs.home), "exit_codes": codes}
+    return {"url": procs.url, "home": str(procs.home), "exit_code": procs.dev.returncode}
