@@ -12,14 +12,15 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import churn, epochs, state_size
+from bench import backfill, churn, epochs, state_size
 from bench.common import DRIVER_MEMORY, MASTER, RESULTS, WORK, load_results, save_results
 from bench.report import write_report
 
-PARTS = ("epochs", "churn", "state")
+PARTS = ("epochs", "churn", "state", "backfill")
 FULL = {"sizes": [5_000, 1_000_000], "epochs": [6, 3], "churn_keys": 1_000_000,
-        "state_sizes": [100_000, 1_000_000, 10_000_000], "repeats": 2}
-QUICK = {"sizes": [300], "epochs": [2], "churn_keys": 5_000, "state_sizes": [1_000, 10_000], "repeats": 1}
+        "state_sizes": [100_000, 1_000_000, 10_000_000], "repeats": 2, "backfill": [5_000, 24]}
+QUICK = {"sizes": [300], "epochs": [2], "churn_keys": 5_000, "state_sizes": [1_000, 10_000], "repeats": 1,
+         "backfill": [300, 3]}
 
 
 def _ints(text: str) -> list[int]:
@@ -76,6 +77,11 @@ def main() -> None:
     if "state" in parts:
         measured["state_size"] = _stamp()
         results["state_size"] = state_size.run_sizes(plan["state_sizes"], args.work, repeats=plan["repeats"])
+        save_results(path, results)
+    if "backfill" in parts:
+        measured["backfill"] = _stamp()
+        events, hours = plan["backfill"]
+        results["backfill"] = backfill.measure(args.work, events=events, hours=hours)
         save_results(path, results)
     for written in write_report(results, args.results):
         print(written)

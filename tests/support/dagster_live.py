@@ -87,14 +87,14 @@ class GraphQL:
         return data["run"]["runId"]
 
     def launch_job_backfill(self, job: str, partitions: list[str]) -> str:
-        """A backfill of the job's partitions: one run per partition, submitted oldest first."""
+        """A backfill of the job's partitions (the job's Partitions page): one run over the range, or runs of
+        ``dagster.backfill_chunk`` partitions."""
         selector = {"partitionSetName": f"{job}_partition_set",
                     "repositorySelector": {"repositoryLocationName": "epochal", "repositoryName": "__repository__"}}
         return self._backfill({"selector": selector, "partitionNames": partitions})
 
     def launch_asset_backfill(self, asset_keys: list[str], partitions: list[str]) -> str:
-        """An asset backfill (what the global asset graph launches). Unused: Dagster 1.13 refuses one of more than
-        one partition of the epoch multi-asset (tests/orchestration/test_dagster_asset_backfill.py pins why)."""
+        """An asset backfill (what the asset graph's Materialize over a range launches): one run over the range."""
         return self._backfill({"partitionNames": partitions, "assetSelection": [{"path": [k]} for k in asset_keys]})
 
     def _backfill(self, params: dict) -> str:

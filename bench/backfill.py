@@ -1,0 +1,90 @@
+"""Part 6: a backfill of 24 hourly partitions through the Dagster daemon, one run against one run per epoch.
+
+Both sides start ``epochal ui`` (``dagster dev``: webserver, daemon, code server) on
+their own deployment and Dagster instance, over the same generated data, and
+launch a backfill of the whole range over GraphQL, as the UI does:
+
+- ``one_run``: an asset backfill (the asset graph's *Materialize* over the range):
+  one run, one process, one SparkSession for every epoch;
+- ``run_per_epoch``: ``dagster.backfill_chunk: 1`` and the job's partition set:
+  what every backfill was before, one run (one process, one JVM) per epoch.
+
+Measured: the wall time from the launch to the backfill's end (polled every 3 s),
+the runs it took, and, for ``one_run``, the sum of its epochs' own durations (the
+``epoch_duration_s`` metadata of each partition's ``checkpoint`` materialization):
+the ratio of the wall time to that sum is the backfill's overhead.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.common import WORK, deployment_config, ratio
+from bench.dataset import Dataset
+
+ASSETS = ["parse", "dedupe", "aggregate_users", "aggregate_hours", "sessionize", "quarantine", "user_totals",
+          "hourly_revenue", "sessions", "late_events", "checkpoint"]
+SIDES = {"one_run": None, "run_per_epoch": 1}
+
+
+def _config(ds: Dataset, work: Path, chunk: int | None, port: int) -> Path:
+    path = deployment_config(work / "epochal.yaml", pipeline="clickstream", landing=str(ds.landing), work=work)
+    doc = yaml.safe_load(path.read_text())
+    doc["dagster"] = {"home": str(work / "dagster"), "webserver_port": port, "schedule_enabled": False,
+                      "backfill_chunk": chunk}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _epoch_seconds(home: Path, partitions: list[str]) -> list[float]:
+    """Each partition's ``epoch_duration_s``, from the instance's ``checkpoint`` materializations."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        records = instance.fetch_materializations(dg.AssetKey("checkpoint"), limit=10 * len(partitions)).records
+    found = {r.asset_materialization.partition: r.asset_materialization.metadata["epoch_duration_s"].value for r in records}
+    return [float(found[p]) for p in partitions if p in found]
+
+
+def backfill(ds: Dataset, work: Path, chunk: int | None) -> dict[str, Any]:
+    """One side: start ``epochal ui``, launch the backfill, wait for it, stop; what it took."""
+    import shutil
+
+    from epochal.orchestration import ui
+    from tests.support.dagster_live import GraphQL, free_port
+
+    shutil.rmtree(work, ignore_errors=True)
+    config = _config(ds, work, chunk, free_port())
+    procs = ui.start(str(config))
+    try:
+        gql = GraphQL(procs.url)
+        gql.wait_ready(600, alive=lambda: procs.dev.poll() is None)
+        partitions = ds.partitions()
+        started = time.monotonic()
+        if chunk is None:
+            backfill_id = gql.launch_asset_backfill(ASSETS, partitions)
+        else:
+            backfill_id = gql.launch_job_backfill("clickstream_epochs", partitions)
+        status = gql.wait_backfill(backfill_id, 6 * 3600)
+        wall = round(time.monotonic() - started, 1)
+        runs = gql.runs_with_tag("dagster/backfill", backfill_id)
+    finally:
+        procs.stop()
+    epochs = _epoch_seconds(work / "dagster", partitions)
+    return {"status": status, "wall_s": wall, "runs": len(runs), "failed_runs": sum(r["status"] != "SUCCESS" for r in runs),
+            "epochs_reported": len(epochs), "epochs_sum_s": round(sum(epochs), 1)}
+
+
+def measure(work: Path = WORK, *, events: int = 5_000, hours: int = 24) -> dict[str, Any]:
+    ds = Dataset(work / f"data-{events}x{hours}", events, hours)
+    ds.ensure()
+    out: dict[str, Any] = {"events": events, "partitions": hours}
+    for side, chunk in SIDES.items():
+        out[side] = backfill(ds, work / f"backfill-{side}", chunk)
+    out["one_run_vs_run_per_epoch"] = ratio(out["one_run"]["wall_s"], out["run_per_epoch"]["wall_s"])
+    out["one_run_vs_its_epochs"] = ratio(out["one_run"]["wall_s"], out["one_run"]["epochs_sum_s"])
+    return out
