@@ -179,12 +179,12 @@ def cmd_run(args) -> Any:
     return report.to_dict()
 
 
-def _checkpoint_row(runner, c) -> dict[str, Any]:
+def _checkpoint_row(key: Callable[[int], str], c) -> dict[str, Any]:
     m = c.metadata
     return {
         "id": int(c.checkpoint_id),
         "epoch": int(m.epoch),
-        "partition": runner.d.partitioning.key(int(m.epoch)),
+        "partition": key(int(m.epoch)),
         "status": c.status.value if hasattr(c.status, "value") else str(c.status),
         "kind": m.kind.value,
         "created": m.completed_at.isoformat(),
@@ -208,15 +208,33 @@ def _reset_failures(settings) -> dict[str, Any]:
     return {"was_failed": before.failed, "cleared": [f.describe() for f in before.failures]}
 
 
+def _checkpoint_view(settings) -> tuple[Any, Callable[[Any], Any], Callable[[int], str]]:
+    """The completed-checkpoint store, a resolver and partition keys, read without Spark (no JVM is started).
+
+    A store that lists nothing may have been lost: then the deployment is opened as a run opens it (with
+    Spark), which registers the savepoints left under ``savepoints/`` again.
+    """
+    from epochal.pipeline.partitions import Partitioning
+    from epochal.state.checkpoint.resolve import CheckpointResolver
+    from epochal.state.checkpoint.storage import CheckpointStorage
+    from epochal.state.checkpoint.store import DeltaCompletedCheckpointStore
+
+    storage = CheckpointStorage(settings.checkpoints.dir, settings.checkpoints.savepoints_dir)
+    store = DeltaCompletedCheckpointStore(None, storage.completed_store_url, settings.checkpoints.retain)
+    if store.known_ids():
+        return store, CheckpointResolver(storage, store).resolve, Partitioning.from_settings(settings.partitions).key
+    d = _runner(settings).d
+    return d.coordinator.store, d.coordinator.resolve, d.partitioning.key
+
+
 def cmd_checkpoints(args) -> Any:
     if args.action == "reset-failures":
         return _reset_failures(_settings(args))
-    runner = _runner(_settings(args))
-    store = runner.d.coordinator.store
+    store, resolve, key = _checkpoint_view(_settings(args))
     if args.action == "list":
-        return {"checkpoints": [_checkpoint_row(runner, c) for c in sorted(store.all(), key=lambda c: int(c.checkpoint_id))]}
-    checkpoint = runner.d.coordinator.resolve(args.id)
-    row = _checkpoint_row(runner, checkpoint)
+        return {"checkpoints": [_checkpoint_row(key, c) for c in sorted(store.all(), key=lambda c: int(c.checkpoint_id))]}
+    checkpoint = resolve(args.id)
+    row = _checkpoint_row(key, checkpoint)
     row["handles"] = [h.model_dump(mode="json") for h in checkpoint.metadata.handles]
     row["source_positions"] = checkpoint.metadata.source_positions
     return row

@@ -23,6 +23,7 @@ from fsspec.core import url_to_fs
 from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
 from epochal.state.errors import CheckpointNotFound, DuplicateCheckpointError, InvalidCheckpointRequest
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
+from epochal.state.delta.log import DeltaLog
 from epochal.state.delta.paths import to_spark
 
 
@@ -176,17 +177,22 @@ _COLUMNS = (
     ("metadata_json", "STRING"),
 )
 _SCHEMA = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMNS)
+_READ_COLUMNS = ("metadata_json", "metadata_path", "status")
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
 class DeltaCompletedCheckpointStore:
     """One Delta table, one row per completed checkpoint or savepoint; every write is one MERGE commit.
 
-    Rows are few and small: a read collects them all to the driver. The rows
-    of the table's latest version are cached, keyed by that version (found by
-    listing ``_delta_log``, no Spark job), so reads after this store's own
-    writes cost no Spark job; a write by anyone else changes the version and
-    the next read goes to Delta again.
+    Rows are few and small (a handful of retained checkpoints, and the last
+    released ones): a read replays the table's log and reads its parquet files
+    on the driver with fsspec and pyarrow, with no Spark job and no JVM
+    (``epochal checkpoints list`` and ``inspect`` start none), falling back to
+    Spark only for a version with deletion vectors (never written by this
+    store). The rows of the table's latest version are cached, keyed by that
+    version (found by listing ``_delta_log``), so reads after this store's own
+    writes cost nothing; a write by anyone else changes the version and the
+    next read goes to the table again. Writes are Spark MERGEs.
     """
 
     def __init__(
@@ -198,7 +204,8 @@ class DeltaCompletedCheckpointStore:
         self._spark = spark
         self._url = table_url
         self._path = to_spark(table_url)
-        self._log_fs, self._log_dir = url_to_fs(table_url.rstrip("/") + "/_delta_log", **(storage_options or {}))
+        self._storage_options = dict(storage_options or {})
+        self._log_fs, self._log_dir = url_to_fs(table_url.rstrip("/") + "/_delta_log", **self._storage_options)
         self._snapshot: tuple[int, dict[int, CompletedCheckpoint]] | None = None
 
     @property
@@ -256,10 +263,27 @@ class DeltaCompletedCheckpointStore:
         if version is None:
             return None, {}
         if self._snapshot is None or self._snapshot[0] != version:
-            frame = self._spark.read.format("delta").option("versionAsOf", version).load(self._path)
-            rows = frame.select("metadata_json", "metadata_path", "status").collect()
+            rows = self._rows_from_log(version)
+            if rows is None:
+                frame = self._spark.read.format("delta").option("versionAsOf", version).load(self._path)
+                rows = frame.select(*_READ_COLUMNS).collect()
             self._snapshot = (version, {e.checkpoint_id: e for e in map(_from_row, rows)})
         return version, self._snapshot[1]
+
+    def _rows_from_log(self, version: int) -> list[dict[str, Any]] | None:
+        """The rows of ``version``, read without Spark; None when a file has a deletion vector (Spark reads it)."""
+        import pyarrow.parquet as pq
+
+        log = DeltaLog(self._url, self._storage_options)
+        snapshot = log.snapshot(version)
+        if any(f.dv_path is not None for f in snapshot.files):
+            return None
+        rows: list[dict[str, Any]] = []
+        for f in snapshot.files:
+            path = f.path if "://" in f.path else f"{log.root}/{f.path}"
+            with log.fs.open(path, "rb") as fh:
+                rows += pq.read_table(fh, columns=list(_READ_COLUMNS)).to_pylist()
+        return rows
 
     def _write(
         self, version: int | None, current: dict[int, CompletedCheckpoint], *,

@@ -25,8 +25,12 @@ PARTITIONS = ["2026-11-01-00:00", "2026-11-01-01:00", "2026-11-01-02:00"]
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))
 
 
-def _epochal(config: Path, *args: str, crash_at: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "EPOCHAL_CRASH_AT"}
+#: A Java that cannot start: a command run with it proves it started no JVM (no SparkSession).
+NO_JVM = {"JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ.get("PATH", "")}
+
+
+def _epochal(config: Path, *args: str, crash_at: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**{k: v for k, v in os.environ.items() if k != "EPOCHAL_CRASH_AT"}, **(env or {})}
     if crash_at:
         env["EPOCHAL_CRASH_AT"] = crash_at
     return subprocess.run([EPOCHAL, *args, "--config", str(config), "--json"], env=env, capture_output=True, text=True, timeout=900)
@@ -69,10 +73,13 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     assert [e["epoch"] for e in report["epochs"]] == [1, 2]
     _check_sinks(spark, deployment)
 
-    listed = _ok(_epochal(deployment, "checkpoints", "list"))["checkpoints"]
+    listed = _ok(_epochal(deployment, "checkpoints", "list", env=NO_JVM))["checkpoints"]  # no JVM needed, none started
     assert [c["epoch"] for c in listed if c["kind"] == "checkpoint"] == [1, 2]  # retain 2
-    inspected = _ok(_epochal(deployment, "checkpoints", "inspect", str(listed[-1]["id"])))
+    inspected = _ok(_epochal(deployment, "checkpoints", "inspect", str(listed[-1]["id"]), env=NO_JVM))
     assert {h["stage"] for h in inspected["handles"]} >= {"dedupe", "sessionize"}
+    assert inspected["partition"] == PARTITIONS[2] and inspected["metadata_path"] == listed[-1]["metadata_path"]
+    broken = _epochal(deployment, "state", "read", "dedupe", "seen", "--limit", "1", env=NO_JVM)
+    assert broken.returncode != 0, "the no-JVM environment really stops Spark"
 
     savepoint = _ok(_epochal(deployment, "savepoint", "--name", "before-restore"))
     assert savepoint["epoch"] == 2 and Path(savepoint["path"].replace("file://", "")).exists()
