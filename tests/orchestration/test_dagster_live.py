@@ -31,7 +31,6 @@ asset graph launches a job backfill with the same assets and partitions, which D
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -145,7 +144,7 @@ def _backfill_by_clicks(page, url: str) -> str:
         ui_.shot(page, IMAGES / "03-backfill-launched.png")
     with ui_.step(page, "backfill page"):
         ui_.goto(page, f"{url}/runs/b/{backfill_id}")
-        ui_.wait_status(page, re.compile(r"^Succeeded$"), re.compile(r"^(Failed|Canceled|Completed with failures)$"),
+        ui_.wait_status(ui_.backfill_status(page), "Succeeded", "Failed|Canceled|Completed with failures",
                         BACKFILL_DEADLINE_MS)
         page.get_by_text("100% completed").first.wait_for(timeout=60_000)
         ui_.shot(page, IMAGES / "04-backfill-succeeded.png")
@@ -181,7 +180,7 @@ def _replay_by_clicks(page, gql: GraphQL, partition: str) -> str:
     run_id = runs[0]["runId"]
     with ui_.step(page, "replay run page"):
         ui_.goto(page, f"{gql.url}/runs/{run_id}")
-        ui_.wait_status(page, re.compile(r"^Success$"), re.compile(r"^(Failure|Canceled)$"), RUN_DEADLINE_MS)
+        ui_.wait_status(ui_.run_status(page), "Success", "Failure|Canceled", RUN_DEADLINE_MS)
         ui_.settle(page)
         ui_.shot(page, IMAGES / "07-replay-succeeded.png")
     return run_id

@@ -107,13 +107,26 @@ def launch_backfill(page, dialog) -> str:
     return BACKFILL_TOAST.search(toast.inner_text()).group(1)
 
 
-def wait_status(page, done: re.Pattern, failed: re.Pattern, deadline_ms: int) -> str:
-    """Wait until the page shows ``done`` (or ``failed``, which fails at once); the UI polls and re-renders."""
-    either = page.get_by_text(done).or_(page.get_by_text(failed)).first
-    either.wait_for(state="visible", timeout=deadline_ms)
-    text = either.inner_text()
-    assert not failed.fullmatch(text.strip()), f"the UI shows {text!r}"
+def wait_status(status, done: str, failed: str, deadline_ms: int) -> str:
+    """Wait until ``status`` (a locator) shows ``done`` or ``failed`` (regex alternatives); the UI polls and
+    re-renders on its own. Fails at once on ``failed``."""
+    from playwright.sync_api import expect
+
+    expect(status).to_have_text(re.compile(rf"^\s*({done}|{failed})\s*$"), timeout=deadline_ms)
+    text = status.inner_text().strip()
+    assert re.fullmatch(done, text), f"the UI shows {text!r}"
     return text
+
+
+def backfill_status(page):
+    """The backfill page's status: the value under its "Status" label (its table has "Succeeded" and "Failed"
+    columns, so the words alone are not enough)."""
+    return page.get_by_text("Status", exact=True).first.locator("xpath=following-sibling::*[1]")
+
+
+def run_status(page):
+    """The run page's status tag, next to the run's id in its header."""
+    return page.get_by_text(re.compile(r"^(Queued|Not started|Starting|Started|Success|Failure|Canceling|Canceled)$")).first
 
 
 def checkpoint_plots(page, url: str, path: Path) -> Path:
