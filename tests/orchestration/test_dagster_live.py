@@ -19,11 +19,12 @@ the UI (playwright, roles and visible text; every step pictured into build/scree
    sinks equal the reference over the first two hours.
 
 The range is launched from the epoch job's asset graph, not the global one: Dagster 1.13.27's webserver
-refuses an asset backfill (the global graph's Materialize) of several partitions of this multi-asset before
-the daemon sees it ("Targeted subset must match between every key in a non-subsettable multi-asset", a
-``!=`` between two equal ``TimeWindowPartitionsSubset``s, one with its partition count computed and one
-without, in ``dagster_graphql/implementation/utils.py::assert_valid_asset_partition_backfill``). The job's
-asset graph launches a job backfill with the same assets and partitions, which Dagster validates otherwise.
+refuses an asset backfill (the global graph's Materialize) of this multi-asset in some webserver processes
+and not in others, depending on their string hash seed ("Targeted subset must match between every key in a
+non-subsettable multi-asset"; tests/orchestration/test_dagster_asset_graph_backfill_validation.py pins
+why). The job's asset graph launches a job backfill with the same assets and partitions, which Dagster
+validates otherwise. The single partition's Materialize launches a run, not a backfill, so the global graph
+is fine for it.
 
 ``make docs-images`` copies the pictures the README and docs/dagster.md show into docs/images/.
 """

@@ -93,11 +93,9 @@ class GraphQL:
         return self._backfill({"selector": selector, "partitionNames": partitions})
 
     def launch_asset_backfill(self, asset_keys: list[str], partitions: list[str]) -> str:
-        """An asset backfill (what the global asset graph launches). Unused: Dagster 1.13.27's webserver refuses one
-        of more than one partition of the epoch multi-asset at launch ("Targeted subset must match between every
-        key in a non-subsettable multi-asset": ``assert_valid_asset_partition_backfill`` compares two equal
-        ``TimeWindowPartitionsSubset``s with ``!=``, which is tuple inequality and so also compares their lazily
-        computed partition counts; ``checkpoint``'s subset, the union over its many parents, has none yet)."""
+        """An asset backfill (what the global asset graph launches). Unused: Dagster 1.13.27's webserver refuses
+        one of the epoch multi-asset in some processes, depending on their hash seed ("Targeted subset must
+        match ..."; tests/orchestration/test_dagster_asset_graph_backfill_validation.py pins why)."""
         return self._backfill({"partitionNames": partitions, "assetSelection": [{"path": [k]} for k in asset_keys]})
 
     def _backfill(self, params: dict) -> str:
