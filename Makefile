@@ -56,9 +56,13 @@ reliability-doc: setup
 
 # docs/images/ (the README's pictures) from the live Dagster test's screenshots in $(SCREENSHOTS).
 docs-images:
-	@for f in lineage.png checkpoint-plots.png; do test -s $(SCREENSHOTS)/$$f || { \
-	    echo "no $(SCREENSHOTS)/$$f: run the live Dagster test first (make test)"; exit 1; }; done
-	cp $(SCREENSHOTS)/lineage.png $(SCREENSHOTS)/checkpoint-plots.png docs/images/
+	@for f in 01-asset-graph 02-materialize-dialog 04-backfill-succeeded 05-checkpoint-plots 07-replay-succeeded; do \
+	    test -s $(SCREENSHOTS)/$$f.png || { echo "no $(SCREENSHOTS)/$$f.png: run the live Dagster test first (make test)"; exit 1; }; done
+	cp $(SCREENSHOTS)/01-asset-graph.png docs/images/lineage.png
+	cp $(SCREENSHOTS)/02-materialize-dialog.png docs/images/materialize-range.png
+	cp $(SCREENSHOTS)/04-backfill-succeeded.png docs/images/backfill-succeeded.png
+	cp $(SCREENSHOTS)/05-checkpoint-plots.png docs/images/checkpoint-plots.png
+	cp $(SCREENSHOTS)/07-replay-succeeded.png docs/images/replay-partition.png
 
 # The benchmark against Spark Structured Streaming (bench/README.md): hours at full size.
 # BENCH_ARGS=--quick checks the harness in minutes; --parts/--sizes choose what runs.

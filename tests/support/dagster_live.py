@@ -128,3 +128,37 @@ class GraphQL:
             filter={"tags": [{"key": key, "value": value}]},
         )
         return data["runsOrError"]["results"]
+
+    def backfill(self, backfill_id: str) -> dict:
+        """A backfill's status, partitions and whether it is an asset backfill (as its page shows them)."""
+        return self(
+            """query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill {
+                id status isAssetBackfill partitionNames } } }""",
+            id=backfill_id,
+        )["partitionBackfillOrError"]
+
+    def run(self, run_id: str) -> dict:
+        data = self(
+            """query($id: ID!) { runOrError(runId: $id) { ... on Run {
+                runId status tags { key value } assetMaterializations { assetKey { path } partition } } } }""",
+            id=run_id,
+        )
+        return data["runOrError"]
+
+    def observations(self, run_id: str) -> list[dict]:
+        """The run's asset observations: asset, partition and metadata (label to value; text, number or bool)."""
+        data = self(
+            """query($id: ID!) { logsForRun(runId: $id, limit: 100000) { ... on EventConnection { events {
+                __typename ... on ObservationEvent { assetKey { path } partition metadataEntries { label
+                ... on TextMetadataEntry { text } ... on BoolMetadataEntry { boolValue }
+                ... on IntMetadataEntry { intValue } ... on FloatMetadataEntry { floatValue } } } } } } }""",
+            id=run_id,
+        )
+        out = []
+        for event in data["logsForRun"]["events"]:
+            if event["__typename"] != "ObservationEvent":
+                continue
+            values = {m["label"]: next((m[k] for k in ("text", "boolValue", "intValue", "floatValue") if k in m), None)
+                      for m in event["metadataEntries"]}
+            out.append({"asset": "/".join(event["assetKey"]["path"]), "partition": event["partition"], "metadata": values})
+        return out
