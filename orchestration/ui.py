@@ -22,6 +22,7 @@ import yaml
 
 from epochal.config import Settings, load_settings
 
+STARTUP = Path(__file__).resolve().with_name("startup")
 INSTANCE_YAML = {
     "telemetry": {"enabled": False},
     "concurrency": {
@@ -92,7 +93,7 @@ def start(config_path: str | None, *, port: int | None = None, log_dir: Path | N
     settings = load_settings(path)
     home = dagster_home(settings, path)
     workspace = prepare_home(home)
-    env = {**os.environ, "DAGSTER_HOME": str(home.resolve())}
+    env = {**os.environ, "DAGSTER_HOME": str(home.resolve()), "PYTHONPATH": _startup_path()}
     if path:
         env["EPOCHAL_CONFIG"] = path
     host, port = settings.dagster.webserver_host, port or settings.dagster.webserver_port
@@ -108,6 +109,12 @@ def start(config_path: str | None, *, port: int | None = None, log_dir: Path | N
 
 def _interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
+
+
+def _startup_path() -> str:
+    """PYTHONPATH with ``startup/`` first: its ``sitecustomize`` fixes Dagster 1.13 in the webserver
+    (:mod:`epochal.orchestration.dagster_compat`)."""
+    return os.pathsep.join(p for p in (str(STARTUP), os.environ.get("PYTHONPATH")) if p)
 
 
 def serve(config_path: str | None) -> dict:

@@ -9,13 +9,11 @@ compares the lazily computed partition count (``None`` until computed). Whether 
 (built from its many parents) has its count computed depends on set iteration order, so on the webserver
 process's string hash seed: in some webserver processes every asset backfill of this multi-asset (even
 of one partition) is refused with "Targeted subset must match between every key in a non-subsettable
-multi-asset", in others it is accepted. The job's asset graph (*Jobs → clickstream_epochs*, *Materialize
-all*) launches a job backfill, which Dagster validates otherwise, and is one run over the range:
-tests/orchestration/test_dagster_live.py does that by clicks. The asset graph's Materialize of ONE
-partition launches a run ("Launch 1 run"), not a backfill, and works.
+multi-asset", in others it is accepted. ``epochal ui`` and docker-compose run the webserver with
+epochal's fix (orchestration/dagster_compat.py, tested in test_dagster_compat.py), and the live test
+launches the range from the asset graph with a hash seed the unfixed webserver refuses.
 
-When a Dagster upgrade fixes the comparison, this test fails: then the live test can launch the range from
-the global graph, and the docs can say so.
+When a Dagster upgrade fixes the comparison, this test fails: then the fix can go, and the docs can say so.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 PROGRAMS = ("dagster", "dagster-daemon", "dagster-webserver")
+#: Commands that run a Dagster program with its own command line (orchestration/webserver.py).
+WRAPPERS = {("python", "-m", "epochal.orchestration.webserver"): "dagster-webserver"}
 
 
 def parse_dagster_command(args: list[str]) -> str:
@@ -14,6 +16,9 @@ def parse_dagster_command(args: list[str]) -> str:
     from dagster._daemon.cli import cli as daemon_cli
     from dagster_webserver.cli import cli as webserver_cli
 
+    for prefix, wrapped in WRAPPERS.items():
+        if tuple(args[:len(prefix)]) == prefix:
+            args = [wrapped, *args[len(prefix):]]
     program, rest = args[0], args[1:]
     command = {"dagster": dagster_cli, "dagster-daemon": daemon_cli, "dagster-webserver": webserver_cli}[program]
     ctx = command.make_context(program, list(rest))
