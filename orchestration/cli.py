@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = _verify_parser(sub)
 
-    sub.add_parser("ui", help="start the Dagster webserver and daemon")
+    sub.add_parser("ui", help="run dagster dev (webserver, daemon) on the definitions")
     for p in (demo, run, checkpoints, savepoint, restore, state, new, verify, sub.choices["ui"]):
         _common(p)
     return parser
