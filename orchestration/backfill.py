@@ -31,6 +31,7 @@ import dagster as dg
 from epochal.orchestration.assets import CHECKPOINT, code_version
 from epochal.orchestration.report import asset_metadata, check_results, checkpoint_duration
 
+BACKFILL_TAG = "dagster/backfill"
 PARENT_RUN_TAG = "dagster/parent_run_id"
 CODE_VERSION_TAG = "dagster/code_version"
 
@@ -45,12 +46,13 @@ class RangeReporter:
         self.tags = {CODE_VERSION_TAG: code_version(d.pipeline)}
 
     def __call__(self, report) -> None:
-        for asset_key, meta in asset_metadata(self.d, report):
+        checkpoint_s = checkpoint_duration(self.d, report)  # one read of the statistics for both uses
+        for asset_key, meta in asset_metadata(self.d, report, checkpoint_s):
             self.context.log_event(dg.AssetMaterialization(asset_key, partition=report.partition, metadata=meta, tags=self.tags))
         self.flush_checks()
         self.pending = list(check_results(self.d, report))
         self.done.append(report.partition)
-        self.context.log.info(progress_line(report, self.keys, checkpoint_duration(self.d, report)))
+        self.context.log.info(progress_line(report, self.keys, checkpoint_s))
 
     def flush_checks(self) -> None:
         """Log the held check results as events (the last epoch's are yielded, as the op's check outputs)."""
@@ -81,7 +83,7 @@ def run_range(runner, keys: Sequence[str], position: int | None, tags) -> Any:
     first, last = d.partitioning.epoch(keys[0]), d.partitioning.epoch(keys[-1])
     if PARENT_RUN_TAG in tags and position is not None and first - 1 <= position < last:
         return runner.run(to=keys[-1], replan=True)
-    if "dagster/backfill" in tags or (position is not None and first <= position):
+    if BACKFILL_TAG in tags or (position is not None and first <= position):
         return runner.run(from_=keys[0], to=keys[-1], replan=True)
     return runner.run(to=keys[-1])
 

@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping
 import dagster as dg
 
 from epochal.orchestration.assets import CHECKPOINT
-from epochal.orchestration.backfill import RangeReporter, missing, progress_line, run_range
+from epochal.orchestration.backfill import BACKFILL_TAG, PARENT_RUN_TAG, RangeReporter, missing, progress_line, run_range
 from epochal.orchestration.metadata import restore_metadata
 from epochal.orchestration.report import asset_metadata, check_results, checkpoint_duration
 from epochal.orchestration.resources import EpochalResource
@@ -39,9 +39,7 @@ from epochal.state.errors import EpochalStateError
 
 log = logging.getLogger(__name__)
 
-BACKFILL_TAG = "dagster/backfill"
 SCHEDULE_TAG = "dagster/schedule_name"
-PARENT_RUN_TAG = "dagster/parent_run_id"
 EPOCH_HINT = "check the run's partition and the checkpoint storage; `epochal checkpoints list` shows what can be restored."
 
 

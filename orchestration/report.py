@@ -14,12 +14,13 @@ from epochal.state.errors import EpochalStateError
 UNCHECKPOINTED = ("failed", "declined")
 
 
-def asset_metadata(d, report) -> Iterator[tuple[str, dict[str, Any]]]:
+def asset_metadata(d, report, checkpoint_s: float | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each asset's metadata for one epoch (``checkpoint_s``: the checkpoint's duration, when already read)."""
     for stage in d.pipeline.ordered_stages:
         yield stage.name, stage_metadata(report, stage.name)
     for sink in d.pipeline.sinks:
         yield sink.name, sink_metadata(report, sink.name)
-    yield CHECKPOINT, checkpoint_metadata(report, checkpoint_duration(d, report))
+    yield CHECKPOINT, checkpoint_metadata(report, checkpoint_s if checkpoint_s is not None else checkpoint_duration(d, report))
 
 
 def checkpoint_duration(d, report) -> float | None:

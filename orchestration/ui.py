@@ -1,6 +1,7 @@
 """``epochal ui``: ``dagster dev`` (the Dagster webserver and daemon) on the project's definitions.
 
-``dagster dev`` runs the webserver, the daemon and one code server for both. The instance lives in ``dagster.home`` (else ``$DAGSTER_HOME``, else ``.dagster``
+``dagster dev`` runs the webserver, the daemon and one code server for both.
+The instance lives in ``dagster.home`` (else ``$DAGSTER_HOME``, else ``.dagster``
 next to the configuration file). Its ``dagster.yaml`` is written when missing:
 the ``epochal`` pool and the ``epochal/deployment`` run tag are limited to one,
 so only one epoch runs at a time, whoever launched it (UI, schedule, sensor,
@@ -102,8 +103,7 @@ def start(config_path: str | None, *, port: int | None = None, log_dir: Path | N
     dev = subprocess.Popen(
         [str(dagster), "dev", "-w", str(workspace), "-h", host, "-p", str(port)],
         env=env, stdout=open(logs / "dagster-dev.log", "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-        cwd=str(home),
-    )
+    )  # the caller's working directory, as before: relative paths in the configuration mean the same in runs
     return UiProcesses(home, f"http://{host}:{port}", dev)
 
 
