@@ -1,6 +1,7 @@
 """The Dagster definitions of a user's own pipeline, named by its import path (``pipeline: acme.totals:build``),
 in a package outside the repository: its epoch job runs the partitions, and the restore job brings the state
-and the upsert sink (whose stage has no ``view()``) back to a checkpoint, with a new parallelism kept after it."""
+and the upsert sink (whose stage has no ``view()``) back to a checkpoint, with a new parallelism kept after it;
+then a backfill of the whole range in one run replays it to the same sink."""
 
 from __future__ import annotations
 
@@ -52,3 +53,13 @@ def test_the_user_pipelines_jobs_run_epochs_and_restore_with_a_new_parallelism(s
     assert _sink(spark, project) == {"a": 11, "b": 2}  # checkpoint 2 is epoch 1: the sink's recorded version
     progress = ProgressStore(CheckpointStorage(load_settings(config).checkpoints.dir)).load()
     assert (progress.last_done_epoch, progress.parallelism) == (1, 3)
+
+    # A backfill of the whole range as Dagster's single-run policy launches it: one run, from empty state.
+    with dg.instance_for_test() as instance:
+        tags = {"dagster/backfill": "bf", "dagster/asset_partition_range_start": KEYS[0],
+                "dagster/asset_partition_range_end": KEYS[-1]}
+        backfill = defs.resolve_job_def("totals_epochs").execute_in_process(instance=instance, tags=tags)
+        assert backfill.success
+        records = instance.fetch_materializations(dg.AssetKey("checkpoint"), limit=10).records
+        assert sorted(r.asset_materialization.partition for r in records) == KEYS, "each partition reported on its own"
+    assert _sink(spark, project) == {"a": 111, "b": 7}
