@@ -26,6 +26,21 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _forget_delta_logs():
+    """After each test, drop Delta's cache of DeltaLog objects (snapshots and their cached state).
+
+    The cache keeps one entry per table path for an hour: a product process reads a fixed set of tables,
+    but the test session creates thousands, about 2 MB of driver heap each, and the shared 2g driver ran
+    out of memory late in a full run (a broadcast could not be built). Later tests use other paths."""
+    yield
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        session._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
     """A Spark standalone cluster on loopback: a master and two workers of 1 core and 1g each."""
