@@ -24,6 +24,9 @@ def checkpoint_metadata(report, checkpoint_duration_s: float | None = None) -> d
         "epoch_duration_s": _num(float(report.duration_s)),
         "checkpoint_status": dg.MetadataValue.text(report.checkpoint_status),
     }
+    if report.steps:
+        meta["spark_jobs"] = _num(report.spark_jobs)
+        meta["steps"] = dg.MetadataValue.md(steps_table(report.steps))
     if report.checkpoint_id is not None:
         meta["checkpoint_id"] = _num(report.checkpoint_id)
     if checkpoint_duration_s is not None:
@@ -41,17 +44,25 @@ def checkpoint_metadata(report, checkpoint_duration_s: float | None = None) -> d
     return meta
 
 
-def _timed(report, entry: dict[str, Any]) -> dict[str, Any]:
+def steps_table(steps: dict[str, dict[str, Any]]) -> str:
+    """The epoch's steps as a markdown table: seconds and Spark jobs (``EpochReport.steps``)."""
+    rows = [f"| {name} | {entry['s']:.3f} | {entry['jobs']} |" for name, entry in steps.items()]
+    return "\n".join(["| step | seconds | Spark jobs |", "|---|---|---|", *rows])
+
+
+def _timed(report, entry: dict[str, Any], step: str) -> dict[str, Any]:
     meta: dict[str, Any] = {"epoch": _num(report.epoch)}
     if "duration_s" in entry:
         meta["duration_s"] = _num(float(entry["duration_s"]))
+    if step in report.steps:
+        meta["spark_jobs"] = _num(report.steps[step]["jobs"])
     return meta
 
 
 def stage_metadata(report, stage: str) -> dict[str, Any]:
     """A stage's asset: its duration; when a checkpoint completed, its state's rows, bytes and tables."""
     entry = report.stages.get(stage, {})
-    meta = _timed(report, entry)
+    meta = _timed(report, entry, f"stage:{stage}")
     meta.update({key: _num(entry[key]) for key in ("state_rows", "state_bytes", "bytes_written") if key in entry})
     for state, path in sorted(entry.get("tables", {}).items()):
         meta[f"state_table/{state}"] = dg.MetadataValue.path(path)
@@ -63,7 +74,7 @@ def stage_metadata(report, stage: str) -> dict[str, Any]:
 def sink_metadata(report, sink: str) -> dict[str, Any]:
     """A sink's asset: its duration, the rows this epoch wrote, its Delta table."""
     entry = report.sinks.get(sink, {})
-    meta = _timed(report, entry)
+    meta = _timed(report, entry, f"sink:{sink}")
     if "rows_written" in entry:
         meta["rows_written"] = _num(entry["rows_written"])
     if report.checkpoint_id is not None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from typing import TYPE_CHECKING, Any, Iterable
 
 from pyspark import StorageLevel
@@ -33,6 +32,7 @@ from epochal.pipeline.faults import crashpoint
 from epochal.pipeline.lease import LeaseLost
 from epochal.pipeline.sources import SourceBatch, batch_from_position, check_unchanged, record_fingerprints
 from epochal.pipeline.stage import Stage
+from epochal.pipeline.steps import StepClock
 from epochal.state.backends.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
 from epochal.state.checkpoint import CompletedCheckpoint
 from epochal.state.checkpoint.metadata import CheckpointKind
@@ -115,21 +115,28 @@ class EpochTransaction(_CheckpointingTransaction):
         self._persisted: list[DataFrame] = []
 
     def run(self) -> EpochReport:
-        self.begin()
-        try:
-            self.plan()
-            self.process()
-            self.snapshot_and_ack()
-            self.write_sinks()
-            self.complete()
-        except BaseException as exc:
-            self.abort(exc)
-            raise
-        finally:
-            for df in self._persisted:
-                df.unpersist()
-        self.retain()
-        self.done()
+        with StepClock(self.d.spark, self.epoch, self.report.partition, self.report.steps) as self.clock:
+            with self.clock.step("begin"):
+                self.begin()
+            try:
+                with self.clock.step("plan"):
+                    self.plan()
+                self.process()
+                self.snapshot_and_ack()
+                self.write_sinks()
+                with self.clock.step("complete"):
+                    self.complete()
+            except BaseException as exc:
+                self.abort(exc)
+                raise
+            finally:
+                for df in self._persisted:
+                    df.unpersist()
+            with self.clock.step("retain"):
+                self.retain()
+            with self.clock.step("done"):
+                self.done()
+            self.report.spark_jobs = self.clock.count_jobs()
         return self.report
 
     # -- the steps ---------------------------------------------------------------------------
@@ -149,33 +156,36 @@ class EpochTransaction(_CheckpointingTransaction):
     def process(self) -> None:
         """Run the stages in DAG order; each writes its keyed state as it goes."""
         for stage in self.d.pipeline.ordered_stages:
-            started = time.monotonic()
-            self._process(stage)
-            self.report.stages[stage.name] = {"duration_s": round(time.monotonic() - started, 3)}
+            with self.clock.step(f"stage:{stage.name}"):
+                self._process(stage)
+            self.report.stages[stage.name] = {"duration_s": self.report.steps[f"stage:{stage.name}"]["s"]}
 
     def snapshot_and_ack(self) -> None:
         """Per stage: ``snapshot_state``, write its changed operator state, acknowledge its handles."""
         for stage in self.d.pipeline.ordered_stages:
-            store = self.stores[stage.name]
-            if hasattr(stage, "snapshot_state"):
-                checkpoint_id = self.pending.checkpoint_id if self.pending else None
-                stage.snapshot_state(FunctionSnapshotContext(checkpoint_id, self.epoch))
-            store.flush()
-            crashpoint("after_state_write", self.epoch)
-            if self.pending is not None:
-                self._ack_stage(stage, store)
+            with self.clock.step(f"state:{stage.name}"):
+                self._snapshot_stage(stage, self.stores[stage.name])
+
+    def _snapshot_stage(self, stage: Stage, store: OperatorStateStore) -> None:
+        if hasattr(stage, "snapshot_state"):
+            checkpoint_id = self.pending.checkpoint_id if self.pending else None
+            stage.snapshot_state(FunctionSnapshotContext(checkpoint_id, self.epoch))
+        store.flush()
+        crashpoint("after_state_write", self.epoch)
+        if self.pending is not None:
+            self._ack_stage(stage, store)
 
     def write_sinks(self) -> None:
         """Write each sink idempotently, then acknowledge its table version."""
         for name, sink in self.d.sinks.items():
             crashpoint("in_sink", self.epoch)
-            started = time.monotonic()
-            rows = sink.write(self.outputs[sink.spec.input], self.epoch)
-            entry = self.report.sinks[name] = {"duration_s": round(time.monotonic() - started, 3), "table": sink.path}
+            with self.clock.step(f"sink:{name}"):
+                rows = sink.write(self.outputs[sink.spec.input], self.epoch)
+                if self.pending is not None:
+                    self._ack_sink(name)
+            entry = self.report.sinks[name] = {"duration_s": self.report.steps[f"sink:{name}"]["s"], "table": sink.path}
             if rows is not None:
                 self.report.sink_rows[name] = entry["rows_written"] = rows
-            if self.pending is not None:
-                self._ack_sink(name)
 
     def complete(self):
         completion = super().complete()

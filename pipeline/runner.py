@@ -48,6 +48,11 @@ class EpochReport:
     stages: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Per sink: seconds and the Delta table's path.
     sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per step of the epoch (``begin``, ``plan``, ``stage:<name>``, ``state:<name>``, ``sink:<name>``,
+    #: ``complete``, ``retain``, ``done``): seconds and Spark jobs (``epochal.pipeline.steps``).
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Spark jobs the epoch ran.
+    spark_jobs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

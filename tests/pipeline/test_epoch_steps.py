@@ -1,0 +1,45 @@
+"""Where an epoch's time goes: each step's seconds and Spark jobs in the report, each commit labelled.
+
+The runner times every step of the epoch transaction (``EpochReport.steps``), counts the Spark jobs
+each ran through a job group of its own, and labels every Delta commit with the epoch and step
+(``userMetadata``, which delta-rs reads too); the caller's job group, description and user
+metadata are left as they were.
+"""
+
+from __future__ import annotations
+
+from deltalake import DeltaTable
+
+from epochal.pipeline.steps import USER_METADATA, step_label
+
+from tests.pipeline.test_runner import _deploy, _runner
+
+STEPS = ["begin", "plan", "stage:read", "stage:sum", "state:read", "state:sum", "sink:totals", "sink:log",
+         "complete", "retain", "done"]
+
+
+def test_each_step_is_timed_its_jobs_counted_and_its_commits_labelled(spark, tmp_path, toy_registered):
+    sc = spark.sparkContext
+    sc.setLocalProperty("spark.jobGroup.id", "the-callers-group")
+    spark.conf.set(USER_METADATA, "the caller's metadata")
+    try:
+        runner = _runner(spark, _deploy(tmp_path, interval_epochs=1))
+        report = runner.run(to="2026-11-01-01:00")
+        assert sc.getLocalProperty("spark.jobGroup.id") == "the-callers-group"
+        assert spark.conf.get(USER_METADATA) == "the caller's metadata"
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        spark.conf.unset(USER_METADATA)
+
+    for epoch in report.epochs:
+        assert list(epoch.steps) == STEPS
+        assert sum(s["s"] for s in epoch.steps.values()) <= epoch.duration_s
+        assert epoch.spark_jobs == sum(s["jobs"] for s in epoch.steps.values())
+        assert epoch.steps["sink:totals"]["jobs"] > 0 and epoch.steps["begin"]["jobs"] == 0
+        assert epoch.stages["sum"]["duration_s"] == epoch.steps["stage:sum"]["s"]
+
+    last = report.epochs[-1]
+    history = DeltaTable(runner.d.sinks["totals"].path).history()
+    assert history[0]["userMetadata"] == step_label(last.epoch, last.partition, "sink:totals")
+    labels = {h.get("userMetadata") for h in history}
+    assert step_label(0, report.epochs[0].partition, "sink:totals") in labels
