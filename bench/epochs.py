@@ -18,6 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from bench import steps
 from bench.common import WORK, median, ratio, run_child
 from bench.dataset import Dataset
 from bench.epochal_job import write_config
@@ -96,5 +97,7 @@ def run_size(events: int, epochs: int, *, modes=MODES, variants=("full", "core")
             ["--expected", base / "ss" / "warehouse", *[x for v in variants for x in ("--actual", base / v / "warehouse")]],
         )
         summary["correctness"] = check
+        if mode == "inprocess":
+            summary["steps"] = {v: steps.summarize(runs[v], base / v) for v in variants}
         result[mode] = summary
     return result

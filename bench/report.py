@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench import steps
 from bench.common import RESULTS, load_results, median, ratio
 
 MB = 1024 * 1024
@@ -113,6 +114,9 @@ def markdown(results: dict[str, Any]) -> str:
              "SS process", "process ratio", "outputs equal"],
             [[f"{r['events']:,}", r["mode"], r["variant"], r["epochal_s"], r["ss_s"], r["ratio"],
               r.get("epochal_process_s"), r.get("ss_process_s"), r.get("process_ratio"), r["equal"]] for r in epochs])
+    for size_key, size in sorted(results.get("epochs", {}).items(), key=lambda kv: int(kv[0])):
+        if (size.get("inprocess") or {}).get("steps"):
+            lines += steps.markdown(size["inprocess"]["steps"], int(size_key))
     churn = results.get("churn")
     if churn:
         lines += [f"## 2. Bytes written per checkpoint, {churn['keys']:,}-key state", ""]
@@ -173,6 +177,8 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
             ax.legend()
         fig.tight_layout()
         written.append(_save(fig, out / f"epoch_time_{size_key}.png"))
+        if (size.get("inprocess") or {}).get("steps"):
+            written.append(_steps_plot(size["inprocess"]["steps"], int(size_key), out))
     churn = results.get("churn")
     if churn:
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -194,6 +200,19 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
         ax.set_ylim(bottom=0)
         written.append(_save(fig, out / "restore_time.png"))
     return written
+
+
+def _steps_plot(tables: dict[str, Any], events: int, out: Path) -> Path:
+    """Seconds per step of a warm epoch, one bar per step and variant."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 5), squeeze=False)
+    for ax, (variant, table) in zip(axes[0], tables.items()):
+        rows = [r for r in table["rows"] if r["step"] != "epoch"][::-1]
+        ax.barh([r["step"] for r in rows], [r["seconds"] or 0 for r in rows])
+        ax.set(title=f"{variant}: {events:,} events, warm epoch", xlabel="seconds (median)")
+    fig.tight_layout()
+    return _save(fig, out / f"epoch_steps_{events}.png")
 
 
 def _save(fig, path: Path) -> Path:

@@ -1,0 +1,82 @@
+"""Where an epoch's time goes, per step: seconds, Spark jobs and Delta commits (part 1, one process).
+
+The seconds and Spark jobs come from the runner's reports (``EpochReport.steps``,
+:mod:`epochal.pipeline.steps`). The Delta commits are counted from the tables themselves:
+every commit an epoch makes carries ``epochal epoch <n> (<partition>): <step>`` as its
+``userMetadata``, so the ``_delta_log`` JSON files under a deployment's folders say which
+step of which epoch wrote each version.
+
+The first epoch of a process (tables created, the JVM warming up) is left out of the
+medians: they describe a warm epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from bench.common import median
+
+_LABEL = re.compile(r"^epochal epoch (\d+) \((.*?)\): (.+)$")
+STEP_ORDER = ("begin", "plan", "stage:", "state:", "sink:", "complete", "retain", "done")
+
+
+def delta_commits(roots: Iterable[Path]) -> Counter:
+    """Commits per (epoch, step) in every Delta table under ``roots``, read from their ``_delta_log``."""
+    counts: Counter = Counter()
+    for root in roots:
+        for commit in Path(root).glob("**/_delta_log/*.json"):
+            if not commit.stem.isdigit():
+                continue
+            for line in commit.read_text().splitlines():
+                info = json.loads(line).get("commitInfo") if line.strip() else None
+                match = _LABEL.match((info or {}).get("userMetadata") or "")
+                if match:
+                    counts[(int(match.group(1)), match.group(3))] += 1
+    return counts
+
+
+def _order(step: str) -> tuple[int, str]:
+    return next(i for i, prefix in enumerate(STEP_ORDER) if step.startswith(prefix)), step
+
+
+def step_rows(reports: list[dict[str, Any]], commits: Counter) -> list[dict[str, Any]]:
+    """Per step, medians over the warm epochs: seconds, Spark jobs, Delta commits; then a total row."""
+    warm = [r for r in reports if r["epoch"] > min(x["epoch"] for x in reports)] or reports
+    steps = sorted({s for r in warm for s in r.get("steps", {})}, key=_order)
+    rows = []
+    for step in steps:
+        entries = [(r["steps"].get(step, {"s": 0.0, "jobs": 0}), commits[(r["epoch"], step)]) for r in warm]
+        rows.append({
+            "step": step,
+            "seconds": median([e["s"] for e, _ in entries]),
+            "spark_jobs": median([e["jobs"] for e, _ in entries]),
+            "delta_commits": median([c for _, c in entries]),
+        })
+    rows.append({
+        "step": "epoch",
+        "seconds": median([r["duration_s"] for r in warm]),
+        "spark_jobs": median([r.get("spark_jobs", 0) for r in warm]),
+        "delta_commits": median([sum(n for (e, _), n in commits.items() if e == r["epoch"]) for r in warm]),
+    })
+    return rows
+
+
+def summarize(runs: list[dict[str, Any]], work: Path) -> dict[str, Any]:
+    """The step table of one side's in-process run (``bench.epochal_job`` output) and its deployment folder."""
+    reports = [r for run in runs for e in run["epochs"] for r in e["reports"]]
+    return {"warm_epochs": max(len(reports) - 1, 0), "rows": step_rows(reports, delta_commits([work]))}
+
+
+def markdown(steps: dict[str, dict[str, Any]], events: int) -> list[str]:
+    """One table per variant: the medians per step."""
+    lines = [f"## 1b. Where a warm epoch's time goes, {events:,} events, one process (medians per step)", ""]
+    for variant, table in steps.items():
+        lines += [f"{variant} ({table['warm_epochs']} warm epochs):", "",
+                  "| step | seconds | Spark jobs | Delta commits |", "|---|---|---|---|"]
+        lines += [f"| {r['step']} | {r['seconds']} | {r['spark_jobs']} | {r['delta_commits']} |" for r in table["rows"]]
+        lines.append("")
+    return lines
