@@ -21,7 +21,6 @@ from typing import Any, Iterable
 from bench.common import median
 
 _LABEL = re.compile(r"^epochal epoch (\d+) \((.*?)\): (.+)$")
-STEP_ORDER = ("begin", "plan", "stage:", "state:", "sink:", "complete", "retain", "done")
 
 
 def delta_commits(roots: Iterable[Path]) -> Counter:
@@ -39,14 +38,10 @@ def delta_commits(roots: Iterable[Path]) -> Counter:
     return counts
 
 
-def _order(step: str) -> tuple[int, str]:
-    return next(i for i, prefix in enumerate(STEP_ORDER) if step.startswith(prefix)), step
-
-
 def step_rows(reports: list[dict[str, Any]], commits: Counter) -> list[dict[str, Any]]:
     """Per step, medians over the warm epochs: seconds, Spark jobs, Delta commits; then a total row."""
     warm = [r for r in reports if r["epoch"] > min(x["epoch"] for x in reports)] or reports
-    steps = sorted({s for r in warm for s in r.get("steps", {})}, key=_order)
+    steps = list(dict.fromkeys(s for r in warm for s in r.get("steps", {})))  # the runner's order (the DAG's)
     rows = []
     for step in steps:
         entries = [(r["steps"].get(step, {"s": 0.0, "jobs": 0}), commits[(r["epoch"], step)]) for r in warm]

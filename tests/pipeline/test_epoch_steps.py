@@ -33,7 +33,7 @@ def test_each_step_is_timed_its_jobs_counted_and_its_commits_labelled(spark, tmp
 
     for epoch in report.epochs:
         assert list(epoch.steps) == STEPS
-        assert sum(s["s"] for s in epoch.steps.values()) <= epoch.duration_s
+        assert sum(s["s"] for s in epoch.steps.values()) <= epoch.duration_s + 0.01  # each rounded to 1 ms
         assert epoch.spark_jobs == sum(s["jobs"] for s in epoch.steps.values())
         assert epoch.steps["sink:totals"]["jobs"] > 0 and epoch.steps["begin"]["jobs"] == 0
         assert epoch.stages["sum"]["duration_s"] == epoch.steps["stage:sum"]["s"]
@@ -43,3 +43,13 @@ def test_each_step_is_timed_its_jobs_counted_and_its_commits_labelled(spark, tmp
     assert history[0]["userMetadata"] == step_label(last.epoch, last.partition, "sink:totals")
     labels = {h.get("userMetadata") for h in history}
     assert step_label(0, report.epochs[0].partition, "sink:totals") in labels
+
+    # bench/ reads the same run back: per step the report's seconds and jobs, and the commits from the logs
+    from bench.steps import summarize
+
+    table = summarize([{"epochs": [{"reports": [e.to_dict() for e in report.epochs]}]}], tmp_path)
+    rows = {r["step"]: r for r in table["rows"]}
+    assert [r["step"] for r in table["rows"]] == [*STEPS, "epoch"]
+    assert rows["sink:totals"]["delta_commits"] == rows["complete"]["delta_commits"] == 1
+    assert rows["begin"]["delta_commits"] == 0
+    assert rows["epoch"]["spark_jobs"] == last.spark_jobs and rows["epoch"]["seconds"] == last.duration_s
