@@ -19,7 +19,7 @@ def spark():
     from epochal.state.session import build_spark_session
 
     session = build_spark_session(
-        SparkSettings(master="local[2]", parallelism=2, shuffle_partitions=2, driver_memory="2g"),
+        SparkSettings(master="local[2]", parallelism=2, shuffle_partitions=2, driver_memory="3g"),
         app_name="epochal-tests",
     )
     yield session
@@ -28,17 +28,21 @@ def spark():
 
 @pytest.fixture(autouse=True)
 def _forget_delta_logs():
-    """After each test, drop Delta's cache of DeltaLog objects (snapshots and their cached state).
+    """After each test, drop Delta's cache of DeltaLog objects (snapshots and their cached state) and the
+    frames the test left persisted.
 
-    The cache keeps one entry per table path for an hour: a product process reads a fixed set of tables,
-    but the test session creates thousands, about 2 MB of driver heap each, and the shared 2g driver ran
-    out of memory late in a full run (a broadcast could not be built). Later tests use other paths."""
+    Delta's cache keeps one entry per table path for an hour: a product process reads a fixed set of tables,
+    but the test session creates thousands, about 2 MB of driver heap each. A pipeline's last epoch leaves
+    the frames its stages hold persisted, with physical plans that keep their broadcast relations alive.
+    The shared driver ran out of memory late in a full run (a broadcast could not be built). Later tests
+    use other paths and other frames; caching is transparent, so no result changes."""
     yield
     from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession()
     if session is not None:
         session._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+        session.catalog.clearCache()
 
 
 @pytest.fixture(scope="session")
