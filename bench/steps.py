@@ -40,7 +40,8 @@ def delta_commits(roots: Iterable[Path]) -> Counter:
 
 def step_rows(reports: list[dict[str, Any]], commits: Counter) -> list[dict[str, Any]]:
     """Per step, medians over the warm epochs: seconds, Spark jobs, Delta commits; then a total row."""
-    warm = [r for r in reports if r["epoch"] > min(x["epoch"] for x in reports)] or reports
+    first = min(r["epoch"] for r in reports)
+    warm = [r for r in reports if r["epoch"] > first] or reports
     steps = list(dict.fromkeys(s for r in warm for s in r.get("steps", {})))  # the runner's order (the DAG's)
     rows = []
     for step in steps:

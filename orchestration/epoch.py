@@ -64,7 +64,13 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
     key = keys[0]
     runner = epochal.runner()
     d = runner.d
-    runner.on_epoch = lambda done: context.log.info(progress_line(done, keys, checkpoint_duration(d, done)))
+    durations: dict[int, float | None] = {}  # each checkpoint's statistics read once, for the log and the metadata
+
+    def on_epoch(done) -> None:
+        durations[done.epoch] = checkpoint_duration(d, done)
+        context.log.info(progress_line(done, keys, durations[done.epoch]))
+
+    runner.on_epoch = on_epoch
     epoch = d.partitioning.epoch(key)
     position = d.progress.load().last_done_epoch
     saved = _clear_failure(context, d, pipeline_name)
@@ -81,11 +87,11 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
         if epoch_report.partition == key:
             target = epoch_report
         else:
-            for asset_key, meta in asset_metadata(d, epoch_report):
+            for asset_key, meta in asset_metadata(d, epoch_report, durations.get(epoch_report.epoch)):
                 context.log_event(dg.AssetMaterialization(asset_key, partition=epoch_report.partition, metadata=meta))
     if target is None:
         raise dg.Failure(description=f"partition {key} did not run (state at {position})")
-    for asset_key, meta in asset_metadata(d, target):
+    for asset_key, meta in asset_metadata(d, target, durations.get(target.epoch)):
         yield dg.MaterializeResult(asset_key=asset_key, metadata=meta)
     yield from check_results(d, target)
     if position is not None and position > epoch:
