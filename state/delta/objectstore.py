@@ -73,6 +73,26 @@ def s3a_conf(environ: Mapping[str, str]) -> dict[str, str]:
     return conf
 
 
+def delta_rs_options(location: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """delta-rs (``deltalake``) storage options for ``location`` derived from the environment (never credentials).
+
+    delta-rs reads credentials and the region from the AWS variables itself; a custom endpoint is named
+    here, and a plain-HTTP one (a loopback server) must be allowed explicitly.
+    """
+    if not is_s3(location):
+        return {}
+    options: dict[str, str] = {}
+    endpoint = endpoint_from_env(environ)
+    if endpoint:
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.lower().startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    region = next((environ[name] for name in REGION_VARIABLES if environ.get(name)), None)
+    if region:
+        options["AWS_REGION"] = region
+    return options
+
+
 def configure_fsspec() -> None:
     """Process-wide s3fs defaults epochal relies on (a user's explicit setting wins).
 

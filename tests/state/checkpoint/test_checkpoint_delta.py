@@ -28,9 +28,31 @@ def test_delta_store_contract_and_reopen(spark, tmp_path) -> None:
         (1, "checkpoint", "released", False), (2, "checkpoint", "subsumed", False), (3, "savepoint", "released", False),
         (4, "checkpoint", "retained", True), (5, "checkpoint", "retained", True),
     ]
-    history = spark.sql(f"DESCRIBE HISTORY delta.`{to_spark(url)}`").select("version", "operation").collect()
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{to_spark(url)}`").select("version", "operation", "engineInfo").collect()
     adds = [r for r in history if r.operation == "MERGE"]
     assert len(adds) == 7, "each add, remove and release is one MERGE commit (the duplicate add none)"
+    assert all(r.engineInfo.startswith("delta-rs") for r in history), "written without Spark"
+
+
+def test_delta_store_writes_a_spark_created_table_and_keeps_its_log_short(spark, tmp_path) -> None:
+    """A store table created by Spark (deployments before delta-rs wrote the store) takes delta-rs's MERGEs;
+    every tenth version is a Delta checkpoint that Spark, delta-rs and the store's own log replay all read."""
+    from deltalake import DeltaTable
+
+    from epochal.state.checkpoint.store import _SCHEMA
+
+    url = f"file://{tmp_path}/completed"
+    spark.createDataFrame([], schema=_SCHEMA).write.format("delta").save(to_spark(url))
+    spark.sql(f"ALTER TABLE delta.`{to_spark(url)}` SET TBLPROPERTIES ('delta.checkpointInterval' = '1000')")
+    store = DeltaCompletedCheckpointStore(spark, url, max_retained=1)
+    for checkpoint_id in range(1, 13):
+        store.add(completed(checkpoint_id))
+    assert (tmp_path / "completed" / "_delta_log" / f"{10:020d}.checkpoint.parquet").exists()
+    assert not (tmp_path / "completed" / "_delta_log" / f"{11:020d}.checkpoint.parquet").exists()
+    reopened = DeltaCompletedCheckpointStore(None, url, max_retained=1)
+    assert [c.checkpoint_id for c in reopened.all()] == [12] and reopened.known_ids() == list(range(1, 13))
+    assert spark.read.format("delta").load(to_spark(url)).where("retained").count() == 1
+    assert DeltaTable(url).to_pyarrow_table().num_rows == 12
 
 
 def test_production_wiring_end_to_end(spark, tmp_path) -> None:
