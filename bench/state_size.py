@@ -106,14 +106,15 @@ def _restore(runner, checkpoint_id: int) -> dict[str, Any]:
     timings: dict[str, float] = {}
     original = state_restore.restore_state
     state_restore.restore_state = _timed(timings, "restore_state_s", original)
-    runner._rewind_sinks = _timed(timings, "rewind_sinks_s", runner._rewind_sinks)
+    recovery = runner.recovery
+    recovery._rewind_sinks = _timed(timings, "rewind_sinks_s", recovery._rewind_sinks)
     try:
         with Stopwatch() as watch:
             result = runner.restore(checkpoint_id)
     finally:
         state_restore.restore_state = original
-        del runner._rewind_sinks
-    return {"restore_s": watch.elapsed, **timings, "epoch": result["epoch"]}
+        del recovery._rewind_sinks
+    return {"restore_s": watch.elapsed, **timings, "epoch": result.epoch}
 
 
 def measure(work: Path, landing: str, checkpoint_id: int, checkpoint_first: bool = False) -> dict[str, Any]:
