@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from epochal.state.delta import io as delta_io
 from epochal.state.delta.log import working_tables
 from epochal.state.delta.paths import to_spark
-from epochal.state.backends.keyed import contains_map
+from epochal.state.backends.values import contains_map
 
 KEYED_COLUMNS = ("key_group", "key", "namespace", "value", "expires_at", "updated_epoch")
 KEYED_COMPARED = ("key_group", "key", "namespace", "value", "expires_at")

@@ -24,7 +24,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Callable, Iterable
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -41,6 +41,7 @@ from epochal.state.descriptors import (
 )
 from epochal.state.errors import MaxParallelismMismatch, StateSchemaError
 from epochal.state.fence import Fence, no_fence
+from epochal.state.backends.values import comparable
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.delta.tables import create_table, restore_table, snapshot_table
 from epochal.state.keygroups import DEFAULT_MAX_PARALLELISM, check_parallelism, key_group_col, subtask_col
@@ -53,6 +54,7 @@ PROP_KEY_TYPE = "epochal.keyType"
 _DELETE = "__epochal_delete"
 _SEVERAL_VALUES = "several new values for one key"
 EPOCH_ZERO = datetime(1970, 1, 1, tzinfo=timezone.utc)
+Fold = Callable[[Column, Column], Column]  # (old value or null, the epoch's new items) -> new value
 
 
 @dataclass(frozen=True)
@@ -74,26 +76,6 @@ def keyed_table_schema(descriptor: KeyedStateDescriptor) -> T.StructType:
             T.StructField("updated_epoch", T.LongType(), False),
         ]
     )
-
-
-def contains_map(dtype: T.DataType) -> bool:
-    """Whether a type holds a map anywhere (maps support no equality, ordering or set operations in Spark)."""
-    if isinstance(dtype, T.MapType):
-        return True
-    if isinstance(dtype, T.ArrayType):
-        return contains_map(dtype.elementType)
-    if isinstance(dtype, T.StructType):
-        return any(contains_map(f.dataType) for f in dtype.fields)
-    return False
-
-
-def comparable(col: Column, dtype: T.DataType) -> Column:
-    """A form of ``col`` that supports ``<=>`` (maps are not comparable in Spark)."""
-    if isinstance(dtype, T.MapType):
-        return F.to_json(F.array_sort(F.map_entries(col)))
-    if contains_map(dtype):
-        return F.to_json(col)
-    return col
 
 
 class KeyedStateBackend:
@@ -301,10 +283,9 @@ class KeyedStateBackend:
         """Append elements to list state (columns key, [namespace], value[, order_by])."""
         self._require_type(descriptor, KeyedStateType.LIST)
         self._require_columns(descriptor, items, ("key", "value"))
-        grouped = self._group_new_values(descriptor, items, order_by)
-        current = self._current_for(descriptor, grouped)
-        merged = F.concat(F.coalesce(F.col("old"), F.array().cast(descriptor.stored_type)), F.col("new"))
-        self._merge(descriptor, self._normalise(descriptor, current, merged))
+        empty = F.array().cast(descriptor.stored_type)
+        self._merge_folded(descriptor, self._group_new_values(descriptor, items, order_by),
+                           lambda old, new: F.concat(F.coalesce(old, empty), new))
 
     def put(self, descriptor: MapStateDescriptor, entries: DataFrame) -> None:
         """Put map entries (columns key, [namespace], map_key, map_value); a null map_value removes the entry."""
@@ -312,35 +293,34 @@ class KeyedStateBackend:
         self._require_columns(descriptor, entries, ("key", "map_key", "map_value"))
         entry = F.struct(F.col("map_key").cast(descriptor.user_key_type), F.col("map_value").cast(descriptor.value_type))
         grouped = self._group_new_values(descriptor, entries.withColumn("value", entry), None)
-        current = self._current_for(descriptor, grouped)
-        old = F.coalesce(F.col("old"), F.create_map().cast(descriptor.stored_type))
-        new = F.map_from_entries(F.col("new"))
-        merged = F.map_filter(F.map_concat(old, new), lambda k, v: v.isNotNull())
-        df = self._normalise(descriptor, current, merged)
-        df = df.withColumn(_DELETE, F.size("value") == 0)
-        self._merge(descriptor, df)
+        empty = F.create_map().cast(descriptor.stored_type)
+
+        def fold(old: Column, new: Column) -> Column:
+            merged = F.map_concat(F.coalesce(old, empty), F.map_from_entries(new))
+            return F.map_filter(merged, lambda k, v: v.isNotNull())
+
+        self._merge_folded(descriptor, grouped, fold, drop_if=lambda value: F.size(value) == 0)
 
     def add(self, descriptor: ReducingStateDescriptor | AggregatingStateDescriptor, items: DataFrame) -> None:
         """Add inputs to reducing or aggregating state (columns key, [namespace], value), in the JVM."""
         self._require_columns(descriptor, items, ("key", "value"))
-        grouped = self._group_new_values(descriptor, items, None)
-        current = self._current_for(descriptor, grouped)
         if isinstance(descriptor, ReducingStateDescriptor):
             if descriptor.reduce is None:
                 raise StateSchemaError(f"reducing state {descriptor.name!r} has no Column reduce= for set-oriented add")
             reduce = descriptor.reduce
-            start = F.col("old").cast(descriptor.value_type)
-            merged = F.aggregate(
-                F.col("new"), start, lambda acc, x: F.when(acc.isNull(), x).otherwise(reduce(acc, x))
-            )
+
+            def fold(old: Column, new: Column) -> Column:
+                step = lambda acc, x: F.when(acc.isNull(), x).otherwise(reduce(acc, x))  # noqa: E731
+                return F.aggregate(new, old.cast(descriptor.value_type), step)
         elif isinstance(descriptor, AggregatingStateDescriptor):
             if descriptor.add is None or descriptor.create is None:
                 raise StateSchemaError(f"aggregating state {descriptor.name!r} has no Column create/add for set-oriented add")
-            start = F.coalesce(F.col("old"), descriptor.create()).cast(descriptor.acc_type)
-            merged = F.aggregate(F.col("new"), start, descriptor.add)
+
+            def fold(old: Column, new: Column) -> Column:
+                return F.aggregate(new, F.coalesce(old, descriptor.create()).cast(descriptor.acc_type), descriptor.add)
         else:
             raise StateSchemaError(f"state {descriptor.name!r} is {descriptor.state_type.value} state: add() needs reducing or aggregating state")
-        self._merge(descriptor, self._normalise(descriptor, current, merged))
+        self._merge_folded(descriptor, self._group_new_values(descriptor, items, None), fold)
 
     def write_full_values(self, descriptor: KeyedStateDescriptor, rows: DataFrame) -> None:
         """Write already-computed values (key, namespace, value, __epochal_delete): used by per-key stages."""
@@ -373,14 +353,7 @@ class KeyedStateBackend:
         grouped = base.groupBy("key", "namespace").agg(F.sort_array(F.collect_list(F.struct("__order", "value"))).alias("__items"))
         return grouped.select("key", "namespace", F.col("__items.value").alias("new"))
 
-    def _current_for(self, descriptor: KeyedStateDescriptor, grouped: DataFrame) -> DataFrame:
-        state = self.read(descriptor).select(
-            F.col("key").alias("__k"), F.col("namespace").alias("__ns"), F.col("value").alias("old")
-        )
-        cond = (grouped["key"] == state["__k"]) & (grouped["namespace"] == state["__ns"])
-        return grouped.join(state, cond, "left").drop("__k", "__ns")
-
-    def _state_rows(self, descriptor: KeyedStateDescriptor, source: DataFrame) -> DataFrame:
+    def _state_rows(self, descriptor: KeyedStateDescriptor, source: DataFrame, extra: tuple[str, ...] = ()) -> DataFrame:
         """Normalised rows (key, namespace, value, delete flag) as state table rows written this epoch."""
         ctx = self.context
         if descriptor.ttl is not None:
@@ -395,23 +368,49 @@ class KeyedStateBackend:
             expires.alias("expires_at"),
             F.lit(ctx.epoch).cast("long").alias("updated_epoch"),
             F.col(_DELETE),
+            *extra,
         )
 
     def _expired(self, table: str) -> Column:
         now = F.lit(self.context.now).cast("timestamp")
         return F.col(f"{table}expires_at").isNotNull() & (F.col(f"{table}expires_at") <= now)
 
-    def _merge(self, descriptor: KeyedStateDescriptor, source: DataFrame) -> None:
+    def _merge_folded(
+        self, descriptor: KeyedStateDescriptor, grouped: DataFrame, fold: Fold, *, drop_if: Callable[[Column], Column] | None = None,
+    ) -> None:
+        """MERGE each key's new items (``grouped``: key, namespace, new) into its value: ``fold(old, new)``.
+
+        The old value is the target row's, inside the MERGE (null when absent or expired), so
+        the MERGE's source does not read the state table: the state is scanned once, by the
+        MERGE's own join, and Delta materializes only the batch. ``drop_if(value)`` removes
+        the key instead (an empty map)."""
+        source = grouped.select(
+            "key", "namespace", F.lit(None).cast(descriptor.stored_type).alias("value"), F.lit(False).alias(_DELETE), "new"
+        )
+        self._merge(descriptor, source, fold=fold, drop_if=drop_if)
+
+    def _merge(
+        self, descriptor: KeyedStateDescriptor, source: DataFrame, *, fold: Fold | None = None,
+        drop_if: Callable[[Column], Column] | None = None,
+    ) -> None:
         from delta.tables import DeltaTable
 
         path = self.open(descriptor)
-        src = self._state_rows(descriptor, source)
         dtype = descriptor.stored_type
-        changed = ~(comparable(F.col("t.value"), dtype).eqNullSafe(comparable(F.col("s.value"), dtype)))
+        expired = self._expired("t.")
+        if fold is None:
+            src = self._state_rows(descriptor, source)
+            matched = inserted = F.col("s.value")
+        else:
+            src = self._state_rows(descriptor, source, extra=("new",))
+            old = F.when(expired, F.lit(None)).otherwise(F.col("t.value")).cast(dtype)
+            matched = fold(old, F.col("s.new")).cast(dtype)
+            inserted = fold(F.lit(None).cast(dtype), F.col("s.new")).cast(dtype)
+        delete = F.col(f"s.{_DELETE}")
+        changed = ~(comparable(F.col("t.value"), dtype).eqNullSafe(comparable(matched, dtype)))
         if descriptor.ttl is not None:
             changed = changed | F.lit(True)  # every write restarts the TTL clock
-        expired = self._expired("t.")
-        columns = ["key_group", "key", "namespace", "value", "expires_at", "updated_epoch"]
+        columns = ["key_group", "key", "namespace", "expires_at", "updated_epoch"]
         merge = (
             DeltaTable.forPath(self.spark, path)
             .alias("t")
@@ -419,12 +418,15 @@ class KeyedStateBackend:
                 src.alias("s"),
                 "t.key_group = s.key_group AND t.key = s.key AND t.namespace = s.namespace",
             )
-            .whenMatchedDelete(condition=F.col(f"s.{_DELETE}"))
+            .whenMatchedDelete(condition=delete | drop_if(matched) if drop_if else delete)
             .whenMatchedUpdate(
-                condition=~F.col(f"s.{_DELETE}") & (changed | expired),
-                set={c: F.col(f"s.{c}") for c in columns},
+                condition=~delete & (changed | expired),
+                set={**{c: F.col(f"s.{c}") for c in columns}, "value": matched},
             )
-            .whenNotMatchedInsert(condition=~F.col(f"s.{_DELETE}"), values={c: F.col(f"s.{c}") for c in columns})
+            .whenNotMatchedInsert(
+                condition=~delete & ~drop_if(inserted) if drop_if else ~delete,
+                values={**{c: F.col(f"s.{c}") for c in columns}, "value": inserted},
+            )
         )
         if descriptor.ttl is not None and self._may_hold_expired(path):
             merge = merge.whenNotMatchedBySourceDelete(condition=expired)
