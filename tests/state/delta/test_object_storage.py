@@ -21,7 +21,7 @@ from epochal.state.checkpoint.ids import FileIdCounter
 from epochal.state.checkpoint.storage import CheckpointStorage
 from epochal.state.delta.paths import to_spark
 from epochal.state.delta.paths import to_spark, to_url
-from epochal.state.delta.objectstore import HADOOP_VERSION, S3A_PACKAGES, spark_packages
+from epochal.state.delta.objectstore import HADOOP_VERSION, S3A_PACKAGES, delta_rs_options, spark_packages
 from epochal.state.session import spark_conf
 
 SECRETS = {
@@ -52,6 +52,41 @@ def test_s3_and_s3a_spellings_map_both_ways():
     assert to_url("s3a://bucket/chk/shared/a/b/") == "s3://bucket/chk/shared/a/b"
     assert to_spark(to_url("s3a://bucket/w/user_totals")) == "s3a://bucket/w/user_totals"
     assert to_url(to_spark("s3://bucket/w/user_totals")) == "s3://bucket/w/user_totals"
+
+
+def test_delta_rs_options_name_the_endpoint_and_region_never_a_credential():
+    env = {"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000", "AWS_ENDPOINT_URL": "http://elsewhere",
+           "AWS_DEFAULT_REGION": "eu-west-1", **SECRETS}
+    assert delta_rs_options("s3://bucket/chk/_completed", env) == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ALLOW_HTTP": "true", "AWS_REGION": "eu-west-1"}
+    assert delta_rs_options("s3://bucket/k", {"AWS_ENDPOINT_URL": "https://s3.example"}) == {"AWS_ENDPOINT_URL": "https://s3.example"}
+    assert delta_rs_options("/data/chk/_completed", env) == {} == delta_rs_options("file:///data/chk", env)
+
+
+def test_completed_store_on_s3_commits_with_delta_rs_and_never_replaces_a_commit(s3_env):
+    """Two writers of the store from the same version: the second's commit must not replace the first's
+    (delta-rs's conditional PUT on the loopback server); it lands after it or is refused."""
+    import os
+
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    from epochal.state.checkpoint.store import DeltaCompletedCheckpointStore
+    from tests.state.checkpoint.test_checkpoint_store import completed
+
+    url = f"s3://{_bucket('chk-store')}/checkpoints/_completed"
+    first, second = (DeltaCompletedCheckpointStore(None, url, max_retained=5) for _ in range(2))
+    first.add(completed(1))
+    assert second.known_ids() == [1]
+    first.add(completed(2))  # version 2
+    try:
+        second._merge(1, inserted=[completed(3)], updated=[])  # planned on version 1, as a slow writer would
+    except DeltaError:
+        pass  # refused as a conflict: as good as landing after the first writer's commit
+    ids = DeltaCompletedCheckpointStore(None, url, max_retained=5).known_ids()
+    assert {1, 2} <= set(ids), f"a commit was replaced: {ids}"
+    history = DeltaTable(url, storage_options=delta_rs_options(url, os.environ)).history()
+    assert {h["engineInfo"].split(":")[0] for h in history} == {"delta-rs"}
 
 
 def test_s3_locations_bring_the_s3a_connector_that_matches_pyspark_hadoop():
