@@ -312,7 +312,8 @@ class DeltaCompletedCheckpointStore:
         for f in snapshot.files:
             path = f.path if "://" in f.path else f"{log.root}/{f.path}"
             with log.fs.open(path, "rb") as fh:
-                rows += pq.read_table(fh, columns=list(_READ_COLUMNS)).to_pylist()
+                # On this thread only: pyarrow's background readers can abort the process at exit (apache/arrow#34314).
+                rows += pq.read_table(fh, columns=list(_READ_COLUMNS), use_threads=False, pre_buffer=False).to_pylist()
         return rows
 
     def _write(

@@ -156,8 +156,8 @@ def _parquet_actions(fs: Any, path: str, columns: tuple[str, ...]) -> list[dict[
     import pyarrow.parquet as pq
 
     with fs.open(path, "rb") as handle:
-        parquet = pq.ParquetFile(handle)
-        table = parquet.read(columns=list(_leaf_columns(parquet.schema_arrow, columns)))
+        parquet = pq.ParquetFile(handle, pre_buffer=False)  # no background reader threads (apache/arrow#34314)
+        table = parquet.read(columns=list(_leaf_columns(parquet.schema_arrow, columns)), use_threads=False)
     return [{k: v for k, v in row.items() if v is not None} for row in table.to_pylist() if any(row.values())]
 
 
