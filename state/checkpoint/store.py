@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from fsspec.core import url_to_fs
+import pyarrow as pa
 
 from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
 from epochal.state.errors import CheckpointNotFound, DuplicateCheckpointError, InvalidCheckpointRequest
@@ -179,19 +180,11 @@ _COLUMNS = (
     ("metadata_json", "STRING"),
 )
 _SCHEMA = ", ".join(f"{name} {sql_type}" for name, sql_type in _COLUMNS)
-_ARROW_TYPES = {"BIGINT": "int64", "STRING": "string", "BOOLEAN": "bool_"}
+_ARROW_TYPES = {"BIGINT": pa.int64(), "STRING": pa.string(), "BOOLEAN": pa.bool_(), "TIMESTAMP": pa.timestamp("us", tz="UTC")}
 
 
-def _arrow_type(sql_type: str) -> Any:
-    import pyarrow as pa
-
-    return pa.timestamp("us", tz="UTC") if sql_type == "TIMESTAMP" else getattr(pa, _ARROW_TYPES[sql_type])()
-
-
-def _arrow_schema(columns: tuple[tuple[str, str], ...]) -> Any:
-    import pyarrow as pa
-
-    return pa.schema([(name, _arrow_type(sql_type)) for name, sql_type in columns])
+def _arrow_schema(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
+    return pa.schema([(name, _ARROW_TYPES[sql_type]) for name, sql_type in columns])
 
 
 _ARROW = _arrow_schema(_COLUMNS)  # Spark's TIMESTAMP is Delta's timestamp: UTC instants
@@ -359,7 +352,6 @@ class DeltaCompletedCheckpointStore:
         forgotten ones. delta-rs writes it (no Spark job); a commit by anyone else since ``base`` is checked
         for conflicts as Delta's optimistic concurrency does, and a Delta checkpoint every
         :data:`CHECKPOINT_INTERVAL` versions keeps the log short for every reader."""
-        import pyarrow as pa
         from deltalake import DeltaTable, PostCommitHookProperties
 
         rows = [_to_row(e, "insert") for e in inserted] + [_to_row(e, "update") for e in updated]
