@@ -139,11 +139,11 @@ def _settings(args):
     return load_settings(getattr(args, "config", None) or os.environ.get("EPOCHAL_CONFIG"))
 
 
-def _runner(settings):
+def _runner(settings, *, lazy: bool = False):
     from epochal.pipeline.registry import build_deployment
     from epochal.pipeline.runner import EpochRunner
 
-    deployment = build_deployment(settings)
+    deployment = build_deployment(settings, lazy=lazy)
     return EpochRunner(deployment, on_epoch=_progress_printer())
 
 
@@ -241,7 +241,7 @@ def cmd_checkpoints(args) -> Any:
 
 
 def cmd_savepoint(args) -> Any:
-    return _runner(_settings(args)).savepoint(args.name)
+    return _runner(_settings(args), lazy=True).savepoint(args.name)  # Spark starts only if a restore or a large copy needs it
 
 
 def cmd_restore(args) -> Any:

@@ -84,7 +84,7 @@ def _position(runner) -> int | None:
 @dg.op(pool=POOL)
 def take_savepoint(context: dg.OpExecutionContext, config: SavepointConfig, epochal: EpochalResource) -> dict:
     """Take a savepoint (a self-contained copy of every state table) at the state's position."""
-    runner = epochal.runner()
+    runner = epochal.runner(lazy=True)  # no JVM unless a restore or a large state copy needs one
     try:
         result = runner.savepoint(config.name)
     except (PipelineError, EpochalStateError) as exc:

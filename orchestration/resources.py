@@ -98,10 +98,15 @@ class EpochalResource(dg.ConfigurableResource):
         )
         return base.model_copy(update={"spark": self.spark.settings(), "checkpoints": checkpoints})
 
-    def runner(self):
-        """An epoch runner on the run's SparkSession (built once per process)."""
+    def runner(self, *, lazy: bool = False):
+        """An epoch runner on the run's SparkSession (built once per process; ``lazy``: on first use)."""
         from epochal.pipeline.registry import build_deployment
         from epochal.pipeline.runner import EpochRunner
+        from epochal.state.session import LazySparkSession
 
         settings = self.settings()
-        return EpochRunner(build_deployment(settings, self.spark.session(tuple(settings.storage_locations()))))
+
+        def start():
+            return self.spark.session(tuple(settings.storage_locations()))
+
+        return EpochRunner(build_deployment(settings, LazySparkSession(start) if lazy else start()))

@@ -128,11 +128,18 @@ def build_pipeline(settings: Settings) -> Pipeline:
     return pipeline
 
 
-def build_deployment(settings: Settings, spark=None, *, clock=None):
-    """The pipeline, one SparkSession for the process, and everything around them."""
+def build_deployment(settings: Settings, spark=None, *, clock=None, lazy: bool = False):
+    """The pipeline, one SparkSession for the process, and everything around them.
+
+    ``lazy``: the session starts on first use (a command that may need no Spark, such as a savepoint).
+    """
     from epochal.pipeline.deployment import Deployment
-    from epochal.state.session import build_spark_session
+    from epochal.state.session import LazySparkSession, build_spark_session
 
     pipeline = build_pipeline(settings)
-    spark = spark or build_spark_session(settings.spark, locations=settings.storage_locations())
+    if spark is None:
+        def start():
+            return build_spark_session(settings.spark, locations=settings.storage_locations())
+
+        spark = LazySparkSession(start) if lazy else start()
     return Deployment(settings, spark, pipeline, clock=clock)

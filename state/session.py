@@ -14,7 +14,8 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from epochal.config import SparkSettings
 from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
@@ -132,6 +133,35 @@ def build_spark_session(
         spark = configure_spark_with_delta_pip(builder, extra_packages=extra).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("EPOCHAL_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+class LazySparkSession:
+    """The process's SparkSession, started on first use (attribute access).
+
+    For commands that may need no Spark at all: a savepoint of small state is
+    copied by delta-rs and starts no JVM; one that must restore first, or copy
+    large state, starts Spark then. :func:`started_session` tells the two apart
+    without starting it.
+    """
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._session: Any = None
+
+    def get(self) -> Any:
+        if self._session is None:
+            self._session = self._factory()
+        return self._session
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.get(), name)
+
+
+def started_session(spark: Any) -> Any:
+    """``spark`` itself, the session behind a started :class:`LazySparkSession`, or None (no Spark, not started)."""
+    return spark._session if isinstance(spark, LazySparkSession) else spark
 
 
 def _warm(config_path: str | None = None) -> int:

@@ -14,7 +14,8 @@ The working state tables live at ``<checkpoints>/shared/<stage>/<state>``
   ``chk-<id>`` or ``savepoints/<name>`` folder). The handle then names the copy
   with a path RELATIVE to ``location``: the folder is self-contained and can be
   moved. :func:`~epochal.state.delta.paths.resolve_handle_path` turns a handle and
-  the path of its ``_metadata`` back into an absolute Spark path.
+  the path of its ``_metadata`` back into an absolute Spark path. A small table
+  is copied by delta-rs in process (no JVM), a larger one by Spark.
 
 The epoch runner calls :func:`materialize_handles` with the handles a stage
 snapshotted and the pending checkpoint, and acknowledges with what it returns.
@@ -22,6 +23,7 @@ snapshotted and the pending checkpoint, and acknowledges with what it returns.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -36,9 +38,13 @@ from epochal.state.handles import StateHandle
 from epochal.state.delta.tables import create_table
 from epochal.state.delta.log import DeltaLog, VersionSnapshot
 from epochal.state.errors import SnapshotUnavailable, SnapshotWriteError
-from epochal.state.delta.paths import is_relative, join_url, resolve_handle_path, resolve_table_url, to_spark
+from epochal.state.delta.objectstore import delta_rs_options
+from epochal.state.delta.paths import is_relative, join_url, resolve_handle_path, resolve_table_url, to_spark, to_url
 
 STATE_DIR = "state"
+#: A state table at most this large (bytes of its version's files) is copied in process by delta-rs, a larger
+#: one by Spark (:func:`copy_table_version`).
+IN_PROCESS_COPY_MAX_BYTES = 64 * 1024 * 1024
 COPIED_PROPERTY_PREFIXES = ("epochal.", "delta.")
 
 __all__ = [
@@ -162,16 +168,44 @@ def copy_table_version(
 
     The new table is created with the exact schema (NOT NULL columns kept) and
     properties of that version (one commit), then the rows are appended (a
-    second commit, skipped when ``rows`` is 0).
+    second commit, skipped when ``rows`` is 0). A small table (at most
+    :data:`IN_PROCESS_COPY_MAX_BYTES`, on a local or S3 location) is copied by
+    delta-rs in this process, so a savepoint of small state starts no JVM; a
+    larger one is Spark's work, spread over its executors.
     """
-    target = to_spark(target_url)
     # The canonical form: a copy opens with any Delta reader (no deletion vectors).
     properties = {**copied_properties(snapshot.configuration), **delta_io.PORTABLE_TABLE_PROPERTIES}
+    if snapshot.bytes_total <= IN_PROCESS_COPY_MAX_BYTES and all(_rs_scheme(u) for u in (source_url, target_url)):
+        _copy_with_delta_rs(source_url, snapshot, target_url, properties, empty=rows == 0)
+        return
+    target = to_spark(target_url)
     create_table(spark, target, snapshot.schema, properties)
     if rows == 0:
         return
     data = delta_io.read_version(spark, to_spark(source_url), snapshot.version)
     data.write.format("delta").mode("append").save(target)
+
+
+def _rs_scheme(url: str) -> bool:
+    return to_url(url).split("://", 1)[0] in ("file", "s3")
+
+
+def _copy_with_delta_rs(
+    source_url: str, snapshot: VersionSnapshot, target_url: str, properties: Mapping[str, str], *, empty: bool
+) -> None:
+    """The copy by delta-rs: the version read through its query engine (deletion vectors applied), streamed in
+    record batches into a table created with the version's exact Delta schema."""
+    from deltalake import DeltaTable, QueryBuilder, Schema, write_deltalake
+
+    source, target = to_url(source_url), to_url(target_url)
+    source_options, target_options = (delta_rs_options(u, os.environ) for u in (source, target))
+    DeltaTable.create(target, schema=Schema.from_json(snapshot.schema_json), configuration=dict(properties),
+                      storage_options=target_options, raise_if_key_not_exists=False)  # epochal.* keys
+    if empty:
+        return
+    table = DeltaTable(source, version=snapshot.version, storage_options=source_options)
+    batches = QueryBuilder().register("state", table).execute("SELECT * FROM state")
+    write_deltalake(target, batches, mode="append", storage_options=target_options)
 
 
 def is_copy(handle: StateHandle) -> bool:

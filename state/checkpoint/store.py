@@ -27,6 +27,7 @@ from epochal.state.errors import CheckpointNotFound, DuplicateCheckpointError, I
 from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
 from epochal.state.delta.log import DeltaLog
 from epochal.state.delta.objectstore import delta_rs_options
+from epochal.state.session import started_session
 from epochal.state.delta.paths import to_spark
 
 
@@ -375,7 +376,8 @@ class DeltaCompletedCheckpointStore:
         """The commit's ``userMetadata``: the label Spark's Delta commits of this moment carry (an epoch's step)."""
         from deltalake import CommitProperties
 
-        label = self._spark.conf.get(USER_METADATA, None) if self._spark is not None else None
+        spark = started_session(self._spark)  # a lazy session not started yet is not started for a label
+        label = spark.conf.get(USER_METADATA, None) if spark is not None else None
         return CommitProperties(custom_metadata={"userMetadata": label} if label else None)
 
 

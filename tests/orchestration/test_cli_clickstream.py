@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pyspark.sql import functions as F
 
 from tests.support.clickstream_check import check_sinks
 from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
@@ -81,8 +82,10 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     broken = _epochal(deployment, "state", "read", "dedupe", "seen", "--limit", "1", env=NO_JVM)
     assert broken.returncode != 0, "the no-JVM environment really stops Spark"
 
-    savepoint = _ok(_epochal(deployment, "savepoint", "--name", "before-restore"))
+    # a savepoint of small state is copied by delta-rs: no JVM either; the copies are plain Delta tables
+    savepoint = _ok(_epochal(deployment, "savepoint", "--name", "before-restore", env=NO_JVM))
     assert savepoint["epoch"] == 2 and Path(savepoint["path"].replace("file://", "")).exists()
+    _check_savepoint_copies(spark, Path(savepoint["path"].replace("file://", "")), inspected["handles"])
 
     # rewind to the older checkpoint, run on: the same sinks
     restored = _ok(_epochal(deployment, "restore", "--checkpoint", str(listed[0]["id"])))
@@ -92,6 +95,22 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
 
     rows = _ok(_epochal(deployment, "state", "read", "dedupe", "seen", "--limit", "5"))["rows"]
     assert rows and {"key_group", "key", "namespace", "value"} <= set(rows[0])
+
+
+def _check_savepoint_copies(spark, folder: Path, handles: list[dict]) -> None:
+    """Each state's copy holds the rows of the working table at the savepoint's version, with its schema,
+    in a table any Delta reader opens (no deletion vectors), delta-rs included."""
+    from deltalake import DeltaTable
+
+    for handle in handles:
+        copy = folder / "state" / handle["stage"] / handle["state"]
+        assert DeltaTable(str(copy)).protocol().min_reader_version == 1
+        original = spark.read.format("delta").option("versionAsOf", handle["version"]).load(handle["table_path"])
+        copied = spark.read.format("delta").load(str(copy))
+        assert copied.schema == original.schema, handle["state"]
+        as_json = [F.to_json(F.struct(*original.columns)).alias("row")]
+        assert copied.select(*as_json).exceptAll(original.select(*as_json)).isEmpty(), handle["state"]
+        assert copied.count() == original.count() == handle["rows"], handle["state"]
 
 
 def test_cli_errors_are_one_line_and_fail_before_work(tmp_path):
