@@ -183,8 +183,11 @@ def parsed_stats(add: Mapping[str, Any]) -> dict[str, Any] | None:
     parsed = add.get("stats_parsed")
     if not isinstance(parsed, Mapping):
         return None
-    mins = {k: v.isoformat() if isinstance(v, date) else v for k, v in (parsed.get("minValues") or {}).items()}
-    return {"numRecords": parsed.get("numRecords"), "minValues": mins}
+    def as_json(values: Any) -> dict[str, Any]:
+        return {k: v.isoformat() if isinstance(v, date) else v for k, v in (values or {}).items()}
+
+    return {"numRecords": parsed.get("numRecords"), "minValues": as_json(parsed.get("minValues")),
+            "maxValues": as_json(parsed.get("maxValues"))}
 
 
 # ------------------------------------------------------------------------------ planning

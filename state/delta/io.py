@@ -176,6 +176,24 @@ def may_hold_at_or_before(path: str, column: str, moment: datetime) -> bool:
     return False
 
 
+def may_hold_above(path: str, column: str, value: int) -> bool:
+    """False only when the files' statistics prove no live row has an integer ``column`` above ``value``
+    (a file with rows and no maximum for it may; deleted rows still count: errs only towards True)."""
+    from epochal.state.delta.log import DeltaLog
+
+    table = DeltaLog(path)
+    version = table.latest_version()
+    if version is None:
+        return False
+    for live in table.snapshot(version).files:
+        if live.records == 0:
+            continue
+        most = (live.max_values or {}).get(column)
+        if not isinstance(most, int) or most > value:
+            return True
+    return False
+
+
 def table_properties(path: str) -> dict[str, str]:
     """The latest table properties, from the Delta log (no Spark job)."""
     return table_summary(path).properties

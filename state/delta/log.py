@@ -103,6 +103,8 @@ class LiveFile:
     records: int | None = field(default=None, compare=False)
     #: ``minValues`` of its statistics (column -> JSON value; timestamps as ISO text); None without stats.
     min_values: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    #: ``maxValues`` of its statistics, likewise.
+    max_values: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def physical(self) -> tuple[str, ...]:
@@ -154,7 +156,7 @@ class _Replay:
         stats = parsed_stats(action)
         self.live[(path, _dv_id(dv))] = LiveFile(
             path, int(action.get("size") or 0), self._relative(dv_file(dv)), _live_records(stats, dv),
-            stats.get("minValues") if stats else None,
+            stats.get("minValues") if stats else None, stats.get("maxValues") if stats else None,
         )
 
     def remove(self, action: Mapping[str, Any]) -> None:
