@@ -43,6 +43,8 @@ def main() -> None:
     parser.add_argument("--churn-keys", type=int)
     parser.add_argument("--state-sizes", type=_ints)
     parser.add_argument("--repeats", type=int)
+    parser.add_argument("--backfill-sides", default=",".join(backfill.SIDES),
+                        help=f"backfill part: the sides to measure, of {tuple(backfill.SIDES)} (the others keep their last figures)")
     parser.add_argument("--work", type=Path, default=WORK)
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -79,9 +81,14 @@ def main() -> None:
         results["state_size"] = state_size.run_sizes(plan["state_sizes"], args.work, repeats=plan["repeats"])
         save_results(path, results)
     if "backfill" in parts:
+        previous = results.get("backfill")
+        if previous and "measured_at" not in previous and "backfill" in measured:  # figures from before the stamp
+            previous["measured_at"] = measured["backfill"]["when"]
         measured["backfill"] = _stamp()
         events, hours = plan["backfill"]
-        results["backfill"] = backfill.measure(args.work, events=events, hours=hours)
+        sides = tuple(x for x in args.backfill_sides.split(",") if x)
+        results["backfill"] = backfill.measure(args.work, events=events, hours=hours, sides=sides,
+                                               previous=results.get("backfill"))
         save_results(path, results)
     for written in write_report(results, args.results):
         print(written)

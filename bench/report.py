@@ -77,8 +77,11 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                      "value": median([v["checkpoint_ratio"] for v in state.values()])})
     backfill = results.get("backfill")
     if backfill:
-        rows.append({"target": f"{backfill['partitions']}-partition Dagster backfill in one run / the sum of its epochs",
-                     "key": "backfill_vs_its_epochs", "value": backfill["one_run_vs_its_epochs"]})
+        with_start = backfill.get("one_run_vs_its_epochs_and_a_session_start")
+        rows.append({"target": f"{backfill['partitions']}-partition Dagster backfill in one run / (the sum of its epochs"
+                               + (" + one session start)" if with_start is not None else ")"),
+                     "key": "backfill_vs_its_epochs",
+                     "value": with_start if with_start is not None else backfill["one_run_vs_its_epochs"]})
     for row in rows:
         row["limit"] = TARGETS[row["key"]]
         row["met"] = row["value"] is not None and row["value"] <= row["limit"]
@@ -150,11 +153,18 @@ def _backfill_table(backfill: dict[str, Any] | None) -> list[str]:
         return []
     lines = [f"## 6. A Dagster backfill of {backfill['partitions']} hourly partitions, {backfill['events']:,} events each "
              "(launch to end, seconds)", ""]
-    rows = [[side, v["status"], v["runs"], v["wall_s"], v["epochs_sum_s"] if side == "one_run" else ""]
-            for side, v in ((s, backfill[s]) for s in ("one_run", "run_per_epoch"))]
-    lines += _table(["side", "status", "runs", "wall s", "sum of its epochs s"], rows)
-    lines += [f"One run over the range takes {backfill['one_run_vs_run_per_epoch']}x the wall time of one run per epoch.", ""]
-    return lines
+    rows = [[side, v["status"], v["runs"], v["wall_s"], v["epochs_sum_s"] if side == "one_run" else "",
+             v.get("kept_from") or backfill.get("measured_at", "")]
+            for side, v in ((s, backfill[s]) for s in ("one_run", "run_per_epoch") if s in backfill)]
+    lines += _table(["side", "status", "runs", "wall s", "sum of its epochs s", "measured"], rows)
+    if backfill.get("one_run_vs_run_per_epoch") is not None:
+        lines += [f"One run over the range takes {backfill['one_run_vs_run_per_epoch']}x the wall time of one run per epoch."]
+    if backfill.get("one_run_vs_its_epochs") is not None:
+        lines += [f"Its wall time is {backfill['one_run_vs_its_epochs']}x the sum of its epochs"
+                  + (f", and {backfill['one_run_vs_its_epochs_and_a_session_start']}x that sum plus one session start "
+                     f"({backfill['session_start_s']} s, a fresh process building the SparkSession)."
+                     if backfill.get("one_run_vs_its_epochs_and_a_session_start") is not None else ".")]
+    return lines + [""]
 
 
 # ----------------------------------------------------------------------------- plots
