@@ -151,6 +151,15 @@ def table_summary(path: str, version: int | None = None) -> TableSummary:
     return TableSummary(version, snapshot.bytes_total, snapshot.rows, schema, dict(snapshot.configuration))
 
 
+def _files_with_rows(path: str) -> list:
+    """The latest version's live files that may hold rows (all, without statistics); none without a table."""
+    from epochal.state.delta.log import DeltaLog
+
+    table = DeltaLog(path)
+    version = table.latest_version()
+    return [] if version is None else [f for f in table.snapshot(version).files if f.records != 0]
+
+
 def may_hold_at_or_before(path: str, column: str, moment: datetime) -> bool:
     """False only when the files' statistics prove every live row has ``column`` after ``moment``.
 
@@ -158,15 +167,7 @@ def may_hold_at_or_before(path: str, column: str, moment: datetime) -> bool:
     hold such a row. Statistics are at millisecond precision, rounded down, and count
     rows deletion vectors removed: the answer errs only towards True.
     """
-    from epochal.state.delta.log import DeltaLog
-
-    table = DeltaLog(path)
-    version = table.latest_version()
-    if version is None:
-        return False
-    for live in table.snapshot(version).files:
-        if live.records == 0:
-            continue
+    for live in _files_with_rows(path):
         text = (live.min_values or {}).get(column)
         if not isinstance(text, str):
             return True
@@ -179,15 +180,7 @@ def may_hold_at_or_before(path: str, column: str, moment: datetime) -> bool:
 def may_hold_above(path: str, column: str, value: int) -> bool:
     """False only when the files' statistics prove no live row has an integer ``column`` above ``value``
     (a file with rows and no maximum for it may; deleted rows still count: errs only towards True)."""
-    from epochal.state.delta.log import DeltaLog
-
-    table = DeltaLog(path)
-    version = table.latest_version()
-    if version is None:
-        return False
-    for live in table.snapshot(version).files:
-        if live.records == 0:
-            continue
+    for live in _files_with_rows(path):
         most = (live.max_values or {}).get(column)
         if not isinstance(most, int) or most > value:
             return True

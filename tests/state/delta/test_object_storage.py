@@ -8,6 +8,7 @@ values are looked for in every object written and everything printed.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -178,6 +179,20 @@ def _leaks(texts: dict[str, bytes]) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
+def _check_copies_on_s3(savepoint: dict, inspected: dict, env: dict[str, str]) -> None:
+    """Every state copy of the savepoint opens with delta-rs on S3, as a plain table with the recorded rows."""
+    from deltalake import DeltaTable
+
+    from epochal.state.delta.objectstore import delta_rs_options
+
+    assert savepoint["path"].startswith("s3://") and inspected["handles"]
+    for handle in inspected["handles"]:
+        url = f"{savepoint['path']}/{handle['table_path']}"
+        table = DeltaTable(url, storage_options=delta_rs_options(url, env))
+        assert table.protocol().min_reader_version == 1, url
+        assert table.to_pyarrow_table().num_rows == handle["rows"], url
+
+
 def test_clickstream_on_s3_kill_rerun_equals_reference_and_no_secret_leaks(spark, s3_env, tmp_path):
     from tests.support.clickstream_e2e import SINKS, SMALL, START, check_sinks, epochal, ok, write_config
     from epochal.pipeline.examples.clickstream.generator import generate
@@ -203,7 +218,11 @@ def test_clickstream_on_s3_kill_rerun_equals_reference_and_no_secret_leaks(spark
     listed = epochal(config, "checkpoints", "list", env={**s3_env, "EPOCHAL_SPARK_LOG_LEVEL": "INFO"})
     assert [c["epoch"] for c in ok(listed)["checkpoints"]] == [1]
     assert not fsspec.filesystem("s3").exists(f"{bucket}/deployment/checkpoints/chk-1"), "retention removed chk-1"
-    for name, result in (("killed run", killed), ("rerun", rerun), ("checkpoints list", listed)):
+    # a savepoint of this small state on S3: copied by delta-rs, with no JVM (no Java at all in its environment)
+    no_java = {**s3_env, "JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ.get("PATH", "")}
+    saved = epochal(config, "savepoint", "--name", "on-s3", env=no_java)
+    _check_copies_on_s3(ok(saved), ok(epochal(config, "checkpoints", "inspect", str(ok(saved)["id"]), env=no_java)), s3_env)
+    for name, result in (("killed run", killed), ("rerun", rerun), ("checkpoints list", listed), ("savepoint", saved)):
         outputs[f"{name} stdout"], outputs[f"{name} stderr"] = result.stdout.encode(), result.stderr.encode()
 
     objects = _objects(bucket)
