@@ -183,11 +183,13 @@ def parsed_stats(add: Mapping[str, Any]) -> dict[str, Any] | None:
     parsed = add.get("stats_parsed")
     if not isinstance(parsed, Mapping):
         return None
-    def as_json(values: Any) -> dict[str, Any]:
-        return {k: v.isoformat() if isinstance(v, date) else v for k, v in (values or {}).items()}
+    return {"numRecords": parsed.get("numRecords"), "minValues": _json_values(parsed.get("minValues")),
+            "maxValues": _json_values(parsed.get("maxValues"))}
 
-    return {"numRecords": parsed.get("numRecords"), "minValues": as_json(parsed.get("minValues")),
-            "maxValues": as_json(parsed.get("maxValues"))}
+
+def _json_values(values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``minValues``/``maxValues`` of ``stats_parsed`` as JSON ``stats`` has them (dates and timestamps as ISO text)."""
+    return {k: v.isoformat() if isinstance(v, date) else v for k, v in (values or {}).items()}
 
 
 # ------------------------------------------------------------------------------ planning

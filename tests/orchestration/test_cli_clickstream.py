@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pyspark.sql import functions as F
 
 from tests.support.clickstream_check import check_sinks
+from tests.support.reliability_checks import Diff, frame_diff
 from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -108,9 +108,8 @@ def _check_savepoint_copies(spark, folder: Path, handles: list[dict]) -> None:
         original = spark.read.format("delta").option("versionAsOf", handle["version"]).load(handle["table_path"])
         copied = spark.read.format("delta").load(str(copy))
         assert copied.schema == original.schema, handle["state"]
-        as_json = [F.to_json(F.struct(*original.columns)).alias("row")]
-        assert copied.select(*as_json).exceptAll(original.select(*as_json)).isEmpty(), handle["state"]
-        assert copied.count() == original.count() == handle["rows"], handle["state"]
+        assert frame_diff(copied, original) == Diff(lost=0, extra=0), handle["state"]
+        assert copied.count() == handle["rows"], handle["state"]
 
 
 def test_cli_errors_are_one_line_and_fail_before_work(tmp_path):

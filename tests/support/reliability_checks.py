@@ -30,6 +30,18 @@ def table_diff(spark, actual: str, clean: str) -> Diff:
     return Diff(lost=c.exceptAll(a).count(), extra=a.exceptAll(c).count())
 
 
+def frame_diff(actual, clean) -> Diff:
+    """Multiset difference of two DataFrames with the same columns, rows compared as JSON (so map columns,
+    which ``exceptAll`` refuses, compare too; a map's entries in another order count as another row)."""
+    from pyspark.sql import functions as F
+
+    def as_json(frame):
+        return frame.select(F.to_json(F.struct(*actual.columns)).alias("row"))
+
+    a, c = as_json(actual), as_json(clean)
+    return Diff(lost=c.exceptAll(a).count(), extra=a.exceptAll(c).count())
+
+
 def deployment_tables(runner) -> dict[str, str]:
     """Every sink and working state table of a deployment: ``sink:<name>`` / ``state:<stage>/<state>`` -> URL."""
     d = runner.d

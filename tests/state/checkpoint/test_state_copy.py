@@ -7,11 +7,12 @@ import json
 
 import pytest
 from deltalake import DeltaTable
-from pyspark.sql import functions as F
 
 from epochal.state.checkpoint import snapshots
 from epochal.state.delta import io as delta_io
 from epochal.state.delta.log import DeltaLog
+
+from tests.support.reliability_checks import Diff, frame_diff
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +40,6 @@ def state_table(spark, tmp_path_factory) -> tuple[str, int]:
     return path, version
 
 
-def _as_json(frame):
-    return frame.select(F.to_json(F.struct(*frame.columns)).alias("row"))
-
-
 @pytest.mark.parametrize("engine", ["delta-rs", "spark"])
 def test_a_copy_holds_the_version_with_its_schema_and_properties_and_opens_anywhere(
     spark, state_table, tmp_path, monkeypatch, engine
@@ -58,7 +55,7 @@ def test_a_copy_holds_the_version_with_its_schema_and_properties_and_opens_anywh
     copied = spark.read.format("delta").load(target)
     assert copied.schema == original.schema
     assert json.loads(DeltaLog(target).snapshot(DeltaLog(target).latest_version()).schema_json) == json.loads(snapshot.schema_json)
-    assert _as_json(copied).exceptAll(_as_json(original)).isEmpty() and _as_json(original).exceptAll(_as_json(copied)).isEmpty()
+    assert frame_diff(copied, original) == Diff(lost=0, extra=0)
     assert copied.count() == snapshot.rows == 400
     properties = delta_io.table_properties(target)
     assert properties["epochal.keyType"] == '"string"' and properties["epochal.maxParallelism"] == "128"
