@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from epochal.config import SparkSettings
+from epochal.state import jvm_archive
 from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -89,6 +90,7 @@ def spark_conf(
     ivy = os.environ.get("EPOCHAL_IVY_DIR")
     if ivy:
         conf["spark.jars.ivy"] = ivy
+    conf.update(jvm_archive.use_options(os.environ if environ is None else environ))
     conf.update(settings.conf)
     return conf
 
@@ -165,14 +167,14 @@ def started_session(spark: Any) -> Any:
 
 
 def _warm(config_path: str | None = None) -> int:
-    """Resolve and cache the Delta and S3A jars, then prove Delta works with a tiny table.
+    """Resolve and cache the Delta and S3A jars, prove Delta works, and write the JVM's class archive.
 
     With ``config_path``, the extra packages of that configuration's
     ``spark.conf["spark.jars.packages"]`` are resolved too, so that a session
-    built from that configuration later finds every jar cached.
+    built from that configuration later finds every jar cached. When this
+    environment has no class-data-sharing archive yet (:mod:`epochal.state.jvm_archive`),
+    the JVM of this step writes one as it exits, after a small Delta workload.
     """
-    import tempfile
-
     packages = list(S3A_PACKAGES)
     if config_path:
         from epochal.config import load_settings
@@ -180,15 +182,46 @@ def _warm(config_path: str | None = None) -> int:
         configured = load_settings(config_path, env={}).spark.conf.get("spark.jars.packages", "")
         packages += [p for p in str(configured).split(",") if p and p not in packages]
     conf = {"spark.jars.packages": ",".join(packages)}
+    archive = jvm_archive.archive_path()
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial") if archive and not archive.exists() else None
+    if partial is not None:
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        conf.update(jvm_archive.dump_options(partial))
     spark = build_spark_session(SparkSettings(master="local[1]", conf=conf), app_name="epochal-warm")
     spark._jvm.org.apache.spark.util.Utils.classForName("org.apache.hadoop.fs.s3a.S3AFileSystem", True, False)
-    with tempfile.TemporaryDirectory() as tmp:
-        spark.range(3).write.format("delta").save(f"{tmp}/t")
-        rows = spark.read.format("delta").load(f"{tmp}/t").count()
+    rows, version = _delta_workload(spark), spark.version
     spark.stop()
+    if partial is not None:
+        jvm_archive.stop_jvm()
+        if partial.is_file():
+            os.replace(partial, archive)
     packages_text = conf["spark.jars.packages"]
-    print(f"Delta ready (spark {spark.version}, with {packages_text}, {rows} rows read back)", file=sys.stderr)
+    kept = f"; JVM class archive {archive}" if archive and archive.is_file() else ""
+    print(f"Delta ready (spark {version}, with {packages_text}, {rows} rows read back{kept})", file=sys.stderr)
     return 0 if rows == 3 else 1
+
+
+def _delta_workload(spark) -> int:
+    """What an epoch does to Delta, in miniature (so that the archive holds its classes); rows read back."""
+    import tempfile
+
+    from delta.tables import DeltaTable
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/t"
+        DeltaTable.createIfNotExists(spark).location(path).addColumn("k", "BIGINT").addColumn("v", "BIGINT") \
+            .property("delta.enableDeletionVectors", "true").execute()
+        spark.range(3).selectExpr("id AS k", "id AS v").write.format("delta").mode("append").save(path)
+        source = spark.range(2, 5).selectExpr("id AS k", "id * 2 AS v")
+        source = source.withColumn("n", F.count(F.lit(1)).over(Window.partitionBy("k"))).groupBy("k").agg(F.max("v").alias("v"))
+        (DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.k = s.k")
+         .whenMatchedDelete("s.v > 8").whenMatchedUpdate(set={"v": "s.v"}).whenNotMatchedInsertAll().execute())
+        DeltaTable.forPath(spark, path).delete("k = 0")
+        spark.read.format("delta").option("versionAsOf", 1).load(path).join(source, "k", "left_anti").count()
+        DeltaTable.forPath(spark, path).restoreToVersion(1)
+        return spark.read.format("delta").load(path).count()
 
 
 if __name__ == "__main__":

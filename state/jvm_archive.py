@@ -1,0 +1,85 @@
+"""A class-data-sharing archive for the Spark driver's JVM: faster start-up of every run.
+
+Starting Spark and running its first Delta write and MERGE loads some tens of
+thousands of classes (Spark, Scala, Delta), and a scheduled run pays that in
+every process. HotSpot's application class-data sharing (AppCDS, JDK 13+) maps
+classes parsed and verified once from an archive instead. The set-up step
+(``python -m epochal.state.session --warm``) runs a small Delta workload in a
+JVM started with ``-XX:ArchiveClassesAtExit`` and keeps the archive in the
+user's cache; every later session adds ``-XX:SharedArchiveFile`` to the
+driver's JVM options (``spark.driver.defaultJavaOptions``, which Spark puts
+before the user's ``spark.driver.extraJavaOptions``).
+
+Nothing depends on it: the archive is used only if present, and the JVM checks
+it (same JDK build, same class path) and silently ignores one that does not
+fit (the options below keep it quiet). Where it lives: ``EPOCHAL_JVM_ARCHIVE``
+(a path, or ``off``), else ``$XDG_CACHE_HOME/epochal/jvm/`` (``~/.cache``),
+one file per Spark release, Java binary and Python environment. A user
+``spark.conf`` entry ``spark.driver.defaultJavaOptions`` replaces ours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+ENV = "EPOCHAL_JVM_ARCHIVE"
+OPTION = "spark.driver.defaultJavaOptions"
+# A missing or mismatched archive is not worth a warning on the run's output.
+_QUIET = "-Xlog:cds*=off -Xlog:class+path=off"
+
+
+def _java(environ: Mapping[str, str]) -> str:
+    """The java binary Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on PATH."""
+    home = environ.get("JAVA_HOME")
+    found = os.path.join(home, "bin", "java") if home else shutil.which("java", path=environ.get("PATH"))
+    return os.path.realpath(found) if found else "java"
+
+
+def archive_path(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where this environment's archive is (or would be written); None when turned off."""
+    env = os.environ if environ is None else environ
+    chosen = env.get(ENV)
+    if chosen is not None:
+        return None if chosen.strip().lower() in ("", "off", "none", "false", "0") else Path(chosen)
+    import pyspark
+
+    identity = "|".join((pyspark.__version__, os.path.realpath(pyspark.__file__), _java(env), sys.prefix))
+    digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
+    cache = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache")
+    return cache / "epochal" / "jvm" / f"spark-{pyspark.__version__}-{digest}.jsa"
+
+
+def use_options(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark conf that makes the driver's JVM map the archive: empty without an archive."""
+    path = archive_path(environ)
+    if path is None or not path.is_file():
+        return {}
+    return {OPTION: f"-XX:SharedArchiveFile={path} {_QUIET}"}
+
+
+def dump_options(target: Path) -> dict[str, str]:
+    """The Spark conf that makes the driver's JVM write its loaded classes to ``target`` when it exits."""
+    return {OPTION: f"-XX:ArchiveClassesAtExit={target} {_QUIET}"}
+
+
+def stop_jvm() -> None:
+    """End the gateway JVM of this Python process and wait for it (it writes its archive as it exits).
+
+    PySpark's gateway exits when its stdin closes; the session must be stopped first.
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        proc.stdin.close()
+    proc.wait(timeout=600)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
