@@ -2,7 +2,8 @@
 # requirements.lock (and the [deploy] extra: dagster-postgres), Java 17, and every jar Spark
 # needs resolved at build time into the image's Ivy cache (EPOCHAL_IVY_DIR): Delta's, and the
 # S3 ones (hadoop-aws and the AWS SDK v2 bundle) named in deploy/epochal-compose.yaml. A
-# container resolves them from that cache: nothing is downloaded when it starts.
+# container resolves them from that cache: nothing is downloaded when it starts. The same
+# step leaves the driver JVM's class-data-sharing archive in /root/.cache/epochal/jvm/.
 # docker-compose.yml runs this one image as the Dagster code server, webserver and daemon,
 # the Spark master and worker, and the demo. The build context is only what is copied
 # below (.dockerignore): no virtualenv, .git, local data or .env reaches the build.
