@@ -67,19 +67,37 @@ def dump_options(target: Path) -> dict[str, str]:
     return {OPTION: f"-XX:ArchiveClassesAtExit={target} {_QUIET}"}
 
 
-def stop_jvm() -> None:
+def stop_jvm() -> int | None:
     """End the gateway JVM of this Python process and wait for it (it writes its archive as it exits).
 
     PySpark's gateway exits when its stdin closes; the session must be stopped first.
+    Returns the JVM's exit code (None when this process started no gateway).
     """
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None)
     if proc is None:
-        return
+        return None
     if proc.stdin is not None:
         proc.stdin.close()
-    proc.wait(timeout=600)
+    code = proc.wait(timeout=600)
     SparkContext._gateway = None
     SparkContext._jvm = None
+    return code
+
+
+def keep(partial: Path, archive: Path) -> None:
+    """Make a freshly written archive the environment's own, recording whose it is, and delete
+    the archives of Python environments that no longer exist (each is some 200 MB)."""
+    os.replace(partial, archive)
+    _owner(archive).write_text(sys.prefix, encoding="utf-8")
+    for other in archive.parent.glob("*.jsa"):
+        owner = _owner(other)
+        if other != archive and owner.is_file() and not Path(owner.read_text(encoding="utf-8")).is_dir():
+            other.unlink(missing_ok=True)
+            owner.unlink(missing_ok=True)
+
+
+def _owner(archive: Path) -> Path:
+    return archive.with_suffix(".python")

@@ -5,7 +5,9 @@ up by delta's own pip helper) fetches them from Maven Central through Ivy into
 the local Ivy cache, once. A deployment with a location on S3 adds Hadoop's
 S3A connector the same way (``epochal.state.delta.objectstore``). ``python -m epochal.state.session
 --warm`` resolves both ahead of time (the Makefile's set-up step), so neither
-a test nor a run downloads jars.
+a test nor a run downloads jars. The same step leaves a class-data-sharing
+archive that every session's driver JVM maps to start faster
+(:mod:`epochal.state.jvm_archive`).
 """
 
 from __future__ import annotations
@@ -192,9 +194,9 @@ def _warm(config_path: str | None = None) -> int:
     rows, version = _delta_workload(spark), spark.version
     spark.stop()
     if partial is not None:
-        jvm_archive.stop_jvm()
-        if partial.is_file():
-            os.replace(partial, archive)
+        if jvm_archive.stop_jvm() == 0 and partial.is_file():
+            jvm_archive.keep(partial, archive)
+        partial.unlink(missing_ok=True)
     packages_text = conf["spark.jars.packages"]
     kept = f"; JVM class archive {archive}" if archive and archive.is_file() else ""
     print(f"Delta ready (spark {version}, with {packages_text}, {rows} rows read back{kept})", file=sys.stderr)

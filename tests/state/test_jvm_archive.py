@@ -34,6 +34,22 @@ def test_the_archive_path_depends_on_the_java_binary(tmp_path):
     assert one != other
 
 
+def test_a_new_archive_replaces_those_of_environments_that_are_gone(tmp_path):
+    folder = tmp_path / "jvm"
+    folder.mkdir()
+    gone, alive = folder / "spark-4.2.0-aaaa.jsa", folder / "spark-4.2.0-bbbb.jsa"
+    for archive, owner in ((gone, tmp_path / "deleted-venv"), (alive, tmp_path)):
+        archive.write_bytes(b"archive")
+        archive.with_suffix(".python").write_text(str(owner))
+    partial = folder / "spark-4.2.0-cccc.jsa.123.partial"
+    partial.write_bytes(b"new archive")
+    jvm_archive.keep(partial, folder / "spark-4.2.0-cccc.jsa")
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "spark-4.2.0-bbbb.jsa", "spark-4.2.0-bbbb.python", "spark-4.2.0-cccc.jsa", "spark-4.2.0-cccc.python",
+    ]
+    assert (folder / "spark-4.2.0-cccc.python").read_text() == sys.prefix
+
+
 _CHILD = """
 import json, sys
 from epochal.config import SparkSettings
