@@ -210,11 +210,15 @@ def _delta_workload(spark) -> int:
     from delta.tables import DeltaTable
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from epochal.state.delta.io import STATE_TABLE_PROPERTIES
+    from epochal.state.delta.tables import create_table
 
     with tempfile.TemporaryDirectory() as tmp:
         path = f"{tmp}/t"
-        DeltaTable.createIfNotExists(spark).location(path).addColumn("k", "BIGINT").addColumn("v", "BIGINT") \
-            .property("delta.enableDeletionVectors", "true").execute()
+        create_table(spark, path, T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.LongType())]),
+                     STATE_TABLE_PROPERTIES)
         spark.range(3).selectExpr("id AS k", "id AS v").write.format("delta").mode("append").save(path)
         source = spark.range(2, 5).selectExpr("id AS k", "id * 2 AS v")
         source = source.withColumn("n", F.count(F.lit(1)).over(Window.partitionBy("k"))).groupBy("k").agg(F.max("v").alias("v"))
