@@ -12,6 +12,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock | sha1
 # tests' figures and the live Dagster test's screenshots.
 FIGURES     ?= build/figures
 SCREENSHOTS ?= build/screenshots
+TEST_WORKERS ?= 2
 TEST_ENV    := EPOCHAL_FIGURES_DIR=$(FIGURES) EPOCHAL_SCREENSHOTS_DIR=$(SCREENSHOTS)
 
 .PHONY: setup demo test test-fast validate chromium bench jars lock clean reliability-doc docs-images
@@ -39,8 +40,11 @@ jars: setup
 demo: setup
 	$(VENV)/bin/epochal demo
 
+# Two pytest-xdist workers, each its own pytest session with its own SparkSession (tests/conftest.py hands the
+# slow tests out first): a test's driver is busy on one core most of the time, so two use the machine's two.
+# TEST_WORKERS=0 runs everything in one process.
 test: setup chromium validate
-	$(TEST_ENV) $(PY) -m pytest -q --durations=25
+	$(TEST_ENV) $(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist load
 
 # The Dagster definitions load (`dagster definitions validate`) for the example configuration.
 validate: setup

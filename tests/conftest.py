@@ -67,3 +67,20 @@ def s3_server(tmp_path_factory):
         yield server.start()
     finally:
         server.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tests first, those with the longest declared deadline (``pytest.mark.timeout``) first among them.
+
+    ``make test`` runs the suite on two pytest-xdist workers (``--dist load`` hands tests out in this order):
+    a long test started last would run alone at the end with the other worker idle. A plain run is unchanged
+    but for the order; the tests do not depend on it."""
+
+    def deadline(item) -> float:
+        marker = item.get_closest_marker("timeout")
+        return float(marker.args[0]) if marker and marker.args else float(config.getini("timeout") or 0)
+
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    slow.sort(key=deadline, reverse=True)  # stable: collection order among equal deadlines
+    rest = [item for item in items if not item.get_closest_marker("slow")]
+    items[:] = slow + rest

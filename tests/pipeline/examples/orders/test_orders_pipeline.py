@@ -117,6 +117,7 @@ def test_three_epochs_match_the_reference_and_a_restore_runs_on_to_the_same_sink
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # six scenarios, two of them in killed processes: 10 minutes alone, more beside another worker
 def test_epochal_verify_passes_on_the_orders_example(tmp_path):
     """Every state kind (reducing, aggregating, list, map, timers, broadcast) and both sink modes, through
     ``epochal verify``: straight twice, restores (one with another parallelism), and SIGKILLs at two points."""
