@@ -48,10 +48,23 @@ def archive_path(environ: Mapping[str, str] | None = None) -> Path | None:
         return None if chosen.strip().lower() in ("", "off", "none", "false", "0") else Path(chosen)
     import pyspark
 
-    identity = "|".join((pyspark.__version__, os.path.realpath(pyspark.__file__), _java(env), sys.prefix))
+    jars = Path(os.path.realpath(pyspark.__file__)).parent / "jars"
+    identity = "|".join((pyspark.__version__, str(jars), _java(env), sys.prefix, jars_fingerprint(jars)))
     digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
     cache = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache")
     return cache / "epochal" / "jvm" / f"spark-{pyspark.__version__}-{digest}.jsa"
+
+
+def jars_fingerprint(folder: Path) -> str:
+    """Name, size and modification time of every jar in ``folder`` (Spark's class path): what the JVM checks
+    before it maps an archive. A virtualenv re-created at the same path, or pyspark reinstalled, gets new
+    jar files and so another archive, instead of one the JVM would silently refuse for ever."""
+    try:
+        jars = [e for e in os.scandir(folder) if e.name.endswith(".jar")]
+        entries = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in jars)
+    except OSError:
+        return ""
+    return hashlib.sha1(repr(entries).encode()).hexdigest()
 
 
 def use_options(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -88,13 +101,19 @@ def stop_jvm() -> int | None:
 
 
 def keep(partial: Path, archive: Path) -> None:
-    """Make a freshly written archive the environment's own, recording whose it is, and delete
-    the archives of Python environments that no longer exist (each is some 200 MB)."""
+    """Make a freshly written archive the environment's own, recording whose it is (Python environment and
+    java binary), and delete the archives of Python environments that no longer exist and the ones this
+    environment and java had before (each is some 200 MB)."""
     os.replace(partial, archive)
-    _owner(archive).write_text(sys.prefix, encoding="utf-8")
+    mine = (sys.prefix, _java(os.environ))
+    _owner(archive).write_text("\n".join(mine), encoding="utf-8")
     for other in archive.parent.glob("*.jsa"):
         owner = _owner(other)
-        if other != archive and owner.is_file() and not Path(owner.read_text(encoding="utf-8")).is_dir():
+        if other == archive or not owner.is_file():
+            continue
+        prefix, _, java = owner.read_text(encoding="utf-8").partition("\n")
+        # Gone, or superseded: this environment's archive of before (new jars; a note without java is older).
+        if not Path(prefix).is_dir() or (prefix == mine[0] and java in ("", mine[1])):
             other.unlink(missing_ok=True)
             owner.unlink(missing_ok=True)
 

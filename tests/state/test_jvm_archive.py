@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -37,17 +38,39 @@ def test_the_archive_path_depends_on_the_java_binary(tmp_path):
 def test_a_new_archive_replaces_those_of_environments_that_are_gone(tmp_path):
     folder = tmp_path / "jvm"
     folder.mkdir()
-    gone, alive = folder / "spark-4.2.0-aaaa.jsa", folder / "spark-4.2.0-bbbb.jsa"
-    for archive, owner in ((gone, tmp_path / "deleted-venv"), (alive, tmp_path)):
-        archive.write_bytes(b"archive")
-        archive.with_suffix(".python").write_text(str(owner))
+    java = jvm_archive._java(os.environ)
+    owners = {
+        "aaaa": str(tmp_path / "deleted-venv"),  # an environment that is gone
+        "bbbb": str(tmp_path),  # another live environment (a note of before the java line)
+        "dddd": f"{sys.prefix}\n{java}",  # this environment and java, before its jars changed: superseded
+        "eeee": f"{sys.prefix}\n{tmp_path / 'other-jdk' / 'java'}",  # this environment with another java
+        "ffff": sys.prefix,  # this environment, a note of before the java line: superseded too
+    }
+    for key, owner in owners.items():
+        (folder / f"spark-4.2.0-{key}.jsa").write_bytes(b"archive")
+        (folder / f"spark-4.2.0-{key}.python").write_text(owner)
     partial = folder / "spark-4.2.0-cccc.jsa.123.partial"
     partial.write_bytes(b"new archive")
     jvm_archive.keep(partial, folder / "spark-4.2.0-cccc.jsa")
-    assert sorted(p.name for p in folder.iterdir()) == [
-        "spark-4.2.0-bbbb.jsa", "spark-4.2.0-bbbb.python", "spark-4.2.0-cccc.jsa", "spark-4.2.0-cccc.python",
+    assert sorted(p.name for p in folder.glob("*.jsa")) == ["spark-4.2.0-bbbb.jsa", "spark-4.2.0-cccc.jsa", "spark-4.2.0-eeee.jsa"]
+    assert sorted(p.name for p in folder.glob("*.python")) == [
+        "spark-4.2.0-bbbb.python", "spark-4.2.0-cccc.python", "spark-4.2.0-eeee.python",
     ]
-    assert (folder / "spark-4.2.0-cccc.python").read_text() == sys.prefix
+    assert (folder / "spark-4.2.0-cccc.python").read_text() == f"{sys.prefix}\n{java}"
+
+
+def test_replaced_jars_get_another_archive(tmp_path):
+    """The JVM refuses an archive whose class-path jars changed (size or modification time): a virtualenv
+    re-created at the same path must not keep pointing at the old one."""
+    jar = tmp_path / "spark-core.jar"
+    jar.write_bytes(b"classes")
+    before = jvm_archive.jars_fingerprint(tmp_path)
+    assert jvm_archive.jars_fingerprint(tmp_path) == before
+    (tmp_path / "notes.txt").write_text("not a jar")
+    assert jvm_archive.jars_fingerprint(tmp_path) == before
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    assert jvm_archive.jars_fingerprint(tmp_path) != before
+    assert jvm_archive.jars_fingerprint(tmp_path / "missing") == ""
 
 
 _CHILD = """
