@@ -41,7 +41,10 @@ def spark_settings(*, event_log: str | None = None, **conf: str) -> SparkSetting
     event_log = event_log or os.environ.get("EPOCHAL_BENCH_EVENT_LOG")
     if event_log:
         Path(event_log).mkdir(parents=True, exist_ok=True)
-        extra |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{event_log}"}
+        # One plain JSON-lines file per application, what bench.profile reads (Spark 4 writes rolling, zstd-compressed
+        # folders by default).
+        extra |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{event_log}",
+                  "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}
     return SparkSettings(
         master=MASTER, parallelism=2, max_parallelism=128, shuffle_partitions=2, driver_memory=DRIVER_MEMORY,
         conf=extra,

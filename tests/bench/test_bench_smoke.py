@@ -42,3 +42,14 @@ def test_churn_part_and_report(spark, tmp_path):
     assert f"| 1% | {hundredth['bytes_written']} | {hundredth['changed_row_bytes']} |" in table
     (target,) = targets({"churn": section})
     assert target["value"] == section["incremental"]["0.01"]["ratio"] and target["limit"] == 3.0
+
+
+def test_the_event_log_is_one_plain_file_that_bench_profile_reads(tmp_path, monkeypatch):
+    """Spark 4 writes rolling, zstd-compressed event-log folders by default; bench.profile reads plain JSON lines."""
+    from bench.common import spark_settings
+
+    conf = spark_settings(event_log=str(tmp_path / "events")).conf
+    assert conf["spark.eventLog.enabled"] == "true"
+    assert (conf["spark.eventLog.compress"], conf["spark.eventLog.rolling.enabled"]) == ("false", "false")
+    monkeypatch.delenv("EPOCHAL_BENCH_EVENT_LOG", raising=False)
+    assert "spark.eventLog.enabled" not in spark_settings().conf
