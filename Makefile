@@ -40,8 +40,8 @@ jars: setup
 demo: setup
 	$(VENV)/bin/epochal demo
 
-# Two pytest-xdist workers, each its own pytest session with its own SparkSession (tests/conftest.py hands the
-# slow tests out first, one at a time: --maxschedchunk 1): a test's driver is busy on one core most of the time, so two use the machine's two.
+# Two pytest-xdist workers, each its own pytest session with its own SparkSession; the slow tests go out first
+# (tests/conftest.py), one test at a time (--maxschedchunk 1). A test's driver keeps about one core busy.
 # TEST_WORKERS=0 runs everything in one process.
 test: setup chromium validate
 	$(TEST_ENV) $(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist load --maxschedchunk 1

@@ -60,8 +60,8 @@ def jars_fingerprint(folder: Path) -> str:
     before it maps an archive. A virtualenv re-created at the same path, or pyspark reinstalled, gets new
     jar files and so another archive, instead of one the JVM would silently refuse for ever."""
     try:
-        jars = [e for e in os.scandir(folder) if e.name.endswith(".jar")]
-        entries = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in jars)
+        stats = [(e.name, e.stat()) for e in os.scandir(folder) if e.name.endswith(".jar")]
+        entries = sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats)
     except OSError:
         return ""
     return hashlib.sha1(repr(entries).encode()).hexdigest()
