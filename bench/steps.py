@@ -1,6 +1,6 @@
-"""Where an epoch's time goes, per step: seconds, Spark jobs and Delta commits (part 1, one process).
+"""Where an epoch's time goes, per step: seconds, Spark jobs, Delta commits and classes compiled (part 1, one process).
 
-The seconds and Spark jobs come from the runner's reports (``EpochReport.steps``,
+The seconds, Spark jobs and generated classes compiled come from the runner's reports (``EpochReport.steps``,
 :mod:`epochal.pipeline.steps`). The Delta commits are counted from the tables themselves:
 every commit an epoch makes carries ``epochal epoch <n> (<partition>): <step>`` as its
 ``userMetadata``, so the ``_delta_log`` JSON files under a deployment's folders say which
@@ -39,24 +39,27 @@ def delta_commits(roots: Iterable[Path]) -> Counter:
 
 
 def step_rows(reports: list[dict[str, Any]], commits: Counter) -> list[dict[str, Any]]:
-    """Per step, medians over the warm epochs: seconds, Spark jobs, Delta commits; then a total row."""
+    """Per step, medians over the warm epochs: seconds, Spark jobs, Delta commits, classes compiled; then a total row."""
     first = min(r["epoch"] for r in reports)
     warm = [r for r in reports if r["epoch"] > first] or reports
     steps = list(dict.fromkeys(s for r in warm for s in r.get("steps", {})))  # the runner's order (the DAG's)
     rows = []
     for step in steps:
         entries = [(r["steps"].get(step, {"s": 0.0, "jobs": 0}), commits[(r["epoch"], step)]) for r in warm]
+        # reports from before the runner counted generated classes have no "compiled": None, not 0
         rows.append({
             "step": step,
             "seconds": median([e["s"] for e, _ in entries]),
             "spark_jobs": median([e["jobs"] for e, _ in entries]),
             "delta_commits": median([c for _, c in entries]),
+            "compiled": median([e["compiled"] for e, _ in entries if "compiled" in e]),
         })
     rows.append({
         "step": "epoch",
         "seconds": median([r["duration_s"] for r in warm]),
         "spark_jobs": median([r.get("spark_jobs", 0) for r in warm]),
         "delta_commits": median([sum(n for (e, _), n in commits.items() if e == r["epoch"]) for r in warm]),
+        "compiled": median([r["compiled_classes"] for r in warm if "compiled_classes" in r]),
     })
     return rows
 
@@ -67,12 +70,17 @@ def summarize(runs: list[dict[str, Any]], work: Path) -> dict[str, Any]:
     return {"warm_epochs": max(len(reports) - 1, 0), "rows": step_rows(reports, delta_commits([work]))}
 
 
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
 def markdown(steps: dict[str, dict[str, Any]], events: int) -> list[str]:
     """One table per variant: the medians per step."""
     lines = [f"## 1b. Where a warm epoch's time goes, {events:,} events, one process (medians per step)", ""]
     for variant, table in steps.items():
         lines += [f"{variant} ({table['warm_epochs']} warm epochs):", "",
-                  "| step | seconds | Spark jobs | Delta commits |", "|---|---|---|---|"]
-        lines += [f"| {r['step']} | {r['seconds']} | {r['spark_jobs']} | {r['delta_commits']} |" for r in table["rows"]]
+                  "| step | seconds | Spark jobs | Delta commits | classes compiled |", "|---|---|---|---|---|"]
+        lines += [f"| {r['step']} | {r['seconds']} | {r['spark_jobs']} | {r['delta_commits']} | {_cell(r.get('compiled'))} |"
+                  for r in table["rows"]]
         lines.append("")
     return lines

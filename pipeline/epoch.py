@@ -137,6 +137,7 @@ class EpochTransaction(_CheckpointingTransaction):
             with self.clock.step("done"):
                 self.done()
             self.report.spark_jobs = self.clock.count_jobs()
+            self.report.compiled_classes = sum(entry.get("compiled", 0) for entry in self.clock.steps.values())
         return self.report
 
     # -- the steps ---------------------------------------------------------------------------

@@ -49,10 +49,13 @@ class EpochReport:
     #: Per sink: seconds and the Delta table's path.
     sinks: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Per step of the epoch (``begin``, ``plan``, ``stage:<name>``, ``state:<name>``, ``sink:<name>``,
-    #: ``complete``, ``retain``, ``done``): seconds and Spark jobs (``epochal.pipeline.steps``).
+    #: ``complete``, ``retain``, ``done``): seconds, Spark jobs and generated classes compiled
+    #: (``epochal.pipeline.steps``).
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Spark jobs the epoch ran.
     spark_jobs: int = 0
+    #: Classes Spark generated and compiled while the epoch ran (driver JVM).
+    compiled_classes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

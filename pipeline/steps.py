@@ -1,4 +1,4 @@
-"""Where an epoch's time goes: seconds and Spark jobs per named step (``EpochReport.steps``).
+"""Where an epoch's time goes: seconds, Spark jobs and generated classes per named step (``EpochReport.steps``).
 
 The steps are those of :class:`epochal.pipeline.epoch.EpochTransaction`: ``begin`` (progress and
 checkpoint trigger), ``plan``, ``stage:<name>`` (its ``process`` call: frames are lazy, so this is
@@ -11,6 +11,11 @@ with a description naming the epoch and the step, and every Delta commit it make
 text as its ``userMetadata`` (``DESCRIBE HISTORY`` and delta-rs's ``history()`` show which epoch and
 step wrote each version). The jobs are counted once, at the end, from Spark's status tracker, which
 works with the UI off. The previous group, description and user metadata are put back afterwards.
+
+``compiled`` counts the classes Spark generated and compiled (Janino) in the driver's JVM while the step ran
+(Spark's ``CodegenMetrics``; in local mode the executors share that JVM). A warm epoch that compiles
+hundreds is paying seconds for code it compiled before (see ``spark.sql.codegen.cache.maxEntries`` in
+:mod:`epochal.state.session`).
 """
 
 from __future__ import annotations
@@ -30,8 +35,16 @@ def step_label(epoch: int, partition: str, step: str) -> str:
     return f"epochal epoch {epoch} ({partition}): {step}"
 
 
+def compiled_classes(spark) -> int | None:
+    """Classes Spark's code generation has compiled in this driver JVM so far (None: no JVM to ask)."""
+    try:
+        return int(spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
+    except Exception:  # noqa: BLE001 - a session without a py4j JVM (Spark Connect): nothing to count
+        return None
+
+
 class StepClock:
-    """Time the steps of one epoch into ``steps`` (``{step: {"s": seconds, "jobs": spark_jobs}}``)."""
+    """Time the steps of one epoch into ``steps`` (``{step: {"s": seconds, "jobs": spark_jobs, "compiled": classes}}``)."""
 
     def __init__(self, spark, epoch: int, partition: str, steps: dict[str, dict[str, Any]]) -> None:
         self._spark = spark
@@ -68,9 +81,12 @@ class StepClock:
         self._sc.setLocalProperty(_GROUP, self._group + name)
         self._sc.setLocalProperty(_DESCRIPTION, label)
         self._spark.conf.set(USER_METADATA, label)
+        compiled = compiled_classes(self._spark)
         started = time.monotonic()
         try:
             yield
         finally:
-            entry = self.steps.setdefault(name, {"s": 0.0, "jobs": 0})
+            entry = self.steps.setdefault(name, {"s": 0.0, "jobs": 0, "compiled": 0})
             entry["s"] = round(entry["s"] + time.monotonic() - started, 3)
+            after = compiled_classes(self._spark) if compiled is not None else None
+            entry["compiled"] += 0 if after is None else after - compiled

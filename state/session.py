@@ -25,6 +25,8 @@ from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packag
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+#: Entries of Spark's generated-class cache: a few epochs' worth of distinct generated code (Spark's default: 100).
+CODEGEN_CACHE_ENTRIES = 2048
 
 
 def _is_local(master: str) -> bool:
@@ -83,6 +85,11 @@ def spark_conf(
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         # MapState puts: a later entry for the same map key wins.
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+        # Spark's cache of generated classes (static: only at start). An epoch of the example runs about 560
+        # generated classes (a MERGE per state and sink, Delta's own log queries); with Spark's default of 100
+        # entries every warm epoch compiled them all again with Janino; with this one a warm epoch compiles
+        # only the code that differs (literals that change each epoch): about 60 (bench/README.md).
+        "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
     }
     if _on_loopback(settings.master):
         conf["spark.driver.host"] = "127.0.0.1"

@@ -35,6 +35,8 @@ def test_each_step_is_timed_its_jobs_counted_and_its_commits_labelled(spark, tmp
         assert list(epoch.steps) == STEPS
         assert sum(s["s"] for s in epoch.steps.values()) <= epoch.duration_s + 0.01  # each rounded to 1 ms
         assert epoch.spark_jobs == sum(s["jobs"] for s in epoch.steps.values())
+        assert epoch.compiled_classes == sum(s["compiled"] for s in epoch.steps.values())
+        assert all(s["compiled"] >= 0 for s in epoch.steps.values()) and epoch.steps["begin"]["compiled"] == 0
         assert epoch.steps["sink:totals"]["jobs"] > 0 and epoch.steps["begin"]["jobs"] == 0
         assert epoch.stages["sum"]["duration_s"] == epoch.steps["stage:sum"]["s"]
 
@@ -53,3 +55,4 @@ def test_each_step_is_timed_its_jobs_counted_and_its_commits_labelled(spark, tmp
     assert rows["sink:totals"]["delta_commits"] == rows["complete"]["delta_commits"] == 1
     assert rows["begin"]["delta_commits"] == 0
     assert rows["epoch"]["spark_jobs"] == last.spark_jobs and rows["epoch"]["seconds"] == last.duration_s
+    assert rows["epoch"]["compiled"] == last.compiled_classes
