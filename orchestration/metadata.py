@@ -26,6 +26,7 @@ def checkpoint_metadata(report, checkpoint_duration_s: float | None = None) -> d
     }
     if report.steps:
         meta["spark_jobs"] = _num(report.spark_jobs)
+        meta["compiled_classes"] = _num(report.compiled_classes)
         meta["steps"] = dg.MetadataValue.md(steps_table(report.steps))
     if report.checkpoint_id is not None:
         meta["checkpoint_id"] = _num(report.checkpoint_id)
@@ -45,9 +46,9 @@ def checkpoint_metadata(report, checkpoint_duration_s: float | None = None) -> d
 
 
 def steps_table(steps: dict[str, dict[str, Any]]) -> str:
-    """The epoch's steps as a markdown table: seconds and Spark jobs (``EpochReport.steps``)."""
-    rows = [f"| {name} | {entry['s']:.3f} | {entry['jobs']} |" for name, entry in steps.items()]
-    return "\n".join(["| step | seconds | Spark jobs |", "|---|---|---|", *rows])
+    """The epoch's steps as a markdown table: seconds, Spark jobs, classes compiled (``EpochReport.steps``)."""
+    rows = [f"| {name} | {entry['s']:.3f} | {entry['jobs']} | {entry.get('compiled', '')} |" for name, entry in steps.items()]
+    return "\n".join(["| step | seconds | Spark jobs | classes compiled |", "|---|---|---|---|", *rows])
 
 
 def _timed(report, entry: dict[str, Any], step: str) -> dict[str, Any]:
