@@ -35,12 +35,18 @@ def step_label(epoch: int, partition: str, step: str) -> str:
     return f"epochal epoch {epoch} ({partition}): {step}"
 
 
-def compiled_classes(spark) -> int | None:
-    """Classes Spark's code generation has compiled in this driver JVM so far (None: no JVM to ask)."""
+def _compilations(spark):
+    """Spark's histogram of code-generation compile times in this driver JVM (None: no JVM to ask)."""
     try:
-        return int(spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount())
+        return spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     except Exception:  # noqa: BLE001 - a session without a py4j JVM (Spark Connect): nothing to count
         return None
+
+
+def compiled_classes(spark) -> int | None:
+    """Classes Spark's code generation has compiled in this driver JVM so far (None: no JVM to ask)."""
+    histogram = _compilations(spark)
+    return None if histogram is None else int(histogram.getCount())
 
 
 class StepClock:
@@ -49,6 +55,7 @@ class StepClock:
     def __init__(self, spark, epoch: int, partition: str, steps: dict[str, dict[str, Any]]) -> None:
         self._spark = spark
         self._sc = spark.sparkContext
+        self._compilations = _compilations(spark)  # looked up once: one py4j call per count after that
         self._epoch, self._partition = epoch, partition
         self._group = f"epochal-{uuid.uuid4().hex[:8]}-e{epoch}-"
         self.steps = steps
@@ -75,18 +82,20 @@ class StepClock:
             entry["jobs"] = len(tracker.getJobIdsForGroup(self._group + name))
         return sum(entry["jobs"] for entry in self.steps.values())
 
+    def _compiled(self) -> int:
+        return 0 if self._compilations is None else int(self._compilations.getCount())
+
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:
         label = step_label(self._epoch, self._partition, name)
         self._sc.setLocalProperty(_GROUP, self._group + name)
         self._sc.setLocalProperty(_DESCRIPTION, label)
         self._spark.conf.set(USER_METADATA, label)
-        compiled = compiled_classes(self._spark)
+        compiled = self._compiled()
         started = time.monotonic()
         try:
             yield
         finally:
             entry = self.steps.setdefault(name, {"s": 0.0, "jobs": 0, "compiled": 0})
             entry["s"] = round(entry["s"] + time.monotonic() - started, 3)
-            after = compiled_classes(self._spark) if compiled is not None else None
-            entry["compiled"] += 0 if after is None else after - compiled
+            entry["compiled"] += self._compiled() - compiled

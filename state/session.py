@@ -85,7 +85,7 @@ def spark_conf(
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         # MapState puts: a later entry for the same map key wins.
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
-        # Spark's cache of generated classes (static: only at start). An epoch of the example runs about 560
+        # Spark's cache of generated classes (static: only at start). An epoch of the example runs about 570
         # generated classes (a MERGE per state and sink, Delta's own log queries); with Spark's default of 100
         # entries every warm epoch compiled them all again with Janino; with this one a warm epoch compiles
         # only the code that differs (literals that change each epoch): about 60 (bench/README.md).
