@@ -73,7 +73,16 @@ def spark_conf(
         "spark.driver.memory": settings.driver_memory,
         "spark.sql.shuffle.partitions": str(shuffle),
         "spark.default.parallelism": str(settings.parallelism),
-        "spark.sql.adaptive.enabled": "true",
+        # Epochs are small and shuffle partitions are already sized to the cores: adaptive execution's
+        # re-planning of every query stage cost more than it saved (a warm 60-event epoch of the example
+        # 16.6 s with it, 14.5 s without; bench/README.md). Epochs of millions of rows may want it back
+        # (spark.conf: {spark.sql.adaptive.enabled: "true"}), as Structured Streaming turns it off too.
+        "spark.sql.adaptive.enabled": "false",
+        # The Spark UI's plan text for every SQL execution, in its cheapest form (default: formatted).
+        "spark.sql.ui.explainMode": "simple",
+        # PySpark's DataFrame debugging records the Python call site of every Column function (several
+        # JVM round trips and a stack walk each, some 1.3 ms per F.col); stages build many columns.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.ansi.enabled": "true",
         # Python workers run the interpreter that runs the driver (the virtualenv's).
