@@ -28,6 +28,37 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 #: Entries of Spark's generated-class cache: a few epochs' worth of distinct generated code (Spark's default: 100).
 CODEGEN_CACHE_ENTRIES = 2048
 
+#: The settings every session gets whatever the configuration (its ``spark.conf`` still overrides each).
+SESSION_DEFAULTS = {
+    "spark.sql.extensions": DELTA_EXTENSION,
+    "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    "spark.ui.showConsoleProgress": "false",
+    # Epochs are small and shuffle partitions are already sized to the cores: adaptive execution's
+    # re-planning of every query stage cost more than it saved (a warm 60-event epoch of the example
+    # 16.6 s with it, 14.5 s without; README.md, Performance). Epochs of millions of rows may want it back
+    # (spark.conf: {spark.sql.adaptive.enabled: "true"}), as Structured Streaming turns it off too.
+    "spark.sql.adaptive.enabled": "false",
+    # The Spark UI's plan text for every SQL execution, in its cheapest form (default: formatted).
+    "spark.sql.ui.explainMode": "simple",
+    # PySpark's DataFrame debugging records the Python call site of every Column function (several
+    # JVM round trips and a stack walk each, some 1.3 ms per F.col); stages build many columns.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "true",
+    # Python workers run the interpreter that runs the driver (the virtualenv's).
+    "spark.pyspark.python": sys.executable,
+    "spark.pyspark.driver.python": sys.executable,
+    "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    # MapState puts: a later entry for the same map key wins.
+    "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
+    # Spark's cache of generated classes (static: only at start). An epoch of the example runs about 570
+    # generated classes (a MERGE per state and sink, Delta's own log queries); with Spark's default of 100
+    # entries every warm epoch compiled them all again with Janino; with this one a warm epoch compiles
+    # only the code that differs (literals that change each epoch): about 60 (bench/README.md).
+    "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
+}
+
 
 def _is_local(master: str) -> bool:
     return master.startswith("local")
@@ -64,41 +95,15 @@ def spark_conf(
     cores = _local_cores(settings.master) if _is_local(settings.master) else settings.parallelism
     shuffle = settings.shuffle_partitions or max(settings.parallelism, cores)
     conf = {
+        **SESSION_DEFAULTS,
         "spark.app.name": app_name,
         "spark.master": settings.master,
-        "spark.sql.extensions": DELTA_EXTENSION,
-        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
         "spark.ui.enabled": str(settings.ui_enabled).lower(),
-        "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": settings.driver_memory,
         "spark.sql.shuffle.partitions": str(shuffle),
         "spark.default.parallelism": str(settings.parallelism),
-        # Epochs are small and shuffle partitions are already sized to the cores: adaptive execution's
-        # re-planning of every query stage cost more than it saved (a warm 60-event epoch of the example
-        # 16.6 s with it, 14.5 s without; bench/README.md). Epochs of millions of rows may want it back
-        # (spark.conf: {spark.sql.adaptive.enabled: "true"}), as Structured Streaming turns it off too.
-        "spark.sql.adaptive.enabled": "false",
-        # The Spark UI's plan text for every SQL execution, in its cheapest form (default: formatted).
-        "spark.sql.ui.explainMode": "simple",
-        # PySpark's DataFrame debugging records the Python call site of every Column function (several
-        # JVM round trips and a stack walk each, some 1.3 ms per F.col); stages build many columns.
-        "spark.python.sql.dataFrameDebugging.enabled": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.ansi.enabled": "true",
-        # Python workers run the interpreter that runs the driver (the virtualenv's).
-        "spark.pyspark.python": sys.executable,
-        "spark.pyspark.driver.python": sys.executable,
         # Small state tables: few partitions to rebuild a Delta snapshot.
         "spark.databricks.delta.snapshotPartitions": str(max(2, shuffle)),
-        "spark.databricks.delta.retentionDurationCheck.enabled": "false",
-        "spark.sql.sources.partitionOverwriteMode": "dynamic",
-        # MapState puts: a later entry for the same map key wins.
-        "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
-        # Spark's cache of generated classes (static: only at start). An epoch of the example runs about 570
-        # generated classes (a MERGE per state and sink, Delta's own log queries); with Spark's default of 100
-        # entries every warm epoch compiled them all again with Janino; with this one a warm epoch compiles
-        # only the code that differs (literals that change each epoch): about 60 (bench/README.md).
-        "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
     }
     if _on_loopback(settings.master):
         conf["spark.driver.host"] = "127.0.0.1"
