@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import backfill, churn, epochs, state_size
-from bench.common import DRIVER_MEMORY, MASTER, RESULTS, WORK, load_results, save_results
+from bench.common import DRIVER_MEMORY, MASTER, RESULTS, WORK, load_results, save_results, stamp
 from bench.report import write_report
 
 PARTS = ("epochs", "churn", "state", "backfill")
@@ -25,11 +24,6 @@ QUICK = {"sizes": [300], "epochs": [2], "churn_keys": 5_000, "state_sizes": [1_0
 
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
-
-
-def _stamp() -> dict[str, object]:
-    """When a part starts, and the machine's load average then (the machine may be shared)."""
-    return {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load": [round(x, 2) for x in os.getloadavg()]}
 
 
 def main() -> None:
@@ -65,26 +59,26 @@ def main() -> None:
     if "epochs" in parts:
         for events, count in zip(plan["sizes"], plan["epochs"]):
             section = results.setdefault("epochs", {})
-            stamp = _stamp()
+            started = stamp()
             run = epochs.run_size(
                 events, count, modes=args.modes.split(","), variants=tuple(args.variants.split(",")), work=args.work
             )
             section.setdefault(str(events), {}).update(run)  # other modes measured before are kept
-            measured.update({f"epochs {events} {mode}": stamp for mode in args.modes.split(",")})
+            measured.update({f"epochs {events} {mode}": started for mode in args.modes.split(",")})
             save_results(path, results)
     if "churn" in parts:
-        measured["churn"] = _stamp()
+        measured["churn"] = stamp()
         results["churn"] = churn.measure(args.work / "churn", plan["churn_keys"], repeats=plan["repeats"])
         save_results(path, results)
     if "state" in parts:
-        measured["state_size"] = _stamp()
+        measured["state_size"] = stamp()
         results["state_size"] = state_size.run_sizes(plan["state_sizes"], args.work, repeats=plan["repeats"])
         save_results(path, results)
     if "backfill" in parts:
         previous = results.get("backfill")
         if previous and "measured_at" not in previous and "backfill" in measured:  # figures from before the stamp
             previous["measured_at"] = measured["backfill"]["when"]
-        measured["backfill"] = _stamp()
+        measured["backfill"] = stamp()
         events, hours = plan["backfill"]
         sides = tuple(x for x in args.backfill_sides.split(",") if x)
         results["backfill"] = backfill.measure(args.work, events=events, hours=hours, sides=sides,

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -166,6 +167,11 @@ class Stopwatch:
 
     def __exit__(self, *exc: object) -> None:
         self.elapsed = round(time.monotonic() - self.started, 3)
+
+
+def stamp() -> dict[str, object]:
+    """When a part starts, and the machine's load average then (the machine may be shared)."""
+    return {"when": datetime.now(timezone.utc).isoformat(timespec="seconds"), "load": [round(x, 2) for x in os.getloadavg()]}
 
 
 def median(values: Sequence[float]) -> float | None:

@@ -18,14 +18,12 @@ import argparse
 import contextlib
 import io
 import json
-import os
-import statistics
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, WORK, emit, run_child
+from bench.common import RESULTS, WORK, emit, median, run_child, stamp
 
 FIRST_WARM = 2  # epochs 0 and 1 pay for the JVM's start and its JIT warm-up
 EVENTS_PER_HOUR = 60
@@ -63,11 +61,11 @@ def summarize(runs: dict[str, list[list[float]]]) -> dict[str, dict[str, Any]]:
     """Per setting: each run's median warm epoch, their median, and the median first epoch."""
     summary = {}
     for name, epochs in runs.items():
-        warm = [statistics.median(e[FIRST_WARM:]) for e in epochs if len(e) > FIRST_WARM]
+        warm = [median(e[FIRST_WARM:]) for e in epochs if len(e) > FIRST_WARM]
         summary[name] = {
-            "warm_medians_s": [round(w, 2) for w in warm],
-            "warm_median_s": round(statistics.median(warm), 2) if warm else None,
-            "first_epoch_s": round(statistics.median(e[0] for e in epochs), 2) if epochs else None,
+            "warm_medians_s": warm,
+            "warm_median_s": median(warm),
+            "first_epoch_s": median([e[0] for e in epochs]),
         }
     return summary
 
@@ -76,7 +74,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Spark settings on small warm epochs",
         "",
-        f"Measured {result['started']}, load average {result['load']}; {result['epochs']} epochs of "
+        f"Measured {result['when']}, load average {result['load']}; {result['epochs']} epochs of "
         f"{EVENTS_PER_HOUR} events per run, {result['rounds']} alternating rounds (bench/settings_ab.py).",
         "",
         "| setting | spark.conf added | warm epoch per round (s) | median (s) | first epoch (s) |",
@@ -118,15 +116,14 @@ def main() -> None:
     settings = dict(args.setting) or {"defaults": {}}
     if args.epochs <= FIRST_WARM:
         parser.error(f"--epochs must be above {FIRST_WARM}: the first {FIRST_WARM} epochs are not warm")
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    load = [round(x, 2) for x in os.getloadavg()]
+    started = stamp()
     runs: dict[str, list[list[float]]] = {name: [] for name in settings}
     for round_ in range(args.rounds):
         for name, conf in settings.items():
             child = run_child("bench.settings_ab", ["--child", json.dumps(conf), "--epochs", args.epochs, "--work", args.work / name])
             runs[name].append(child["epochs_s"])
             print(f"round {round_ + 1} {name}: {child['epochs_s']}", file=sys.stderr, flush=True)
-    result = {"started": started, "load": load, "epochs": args.epochs, "rounds": args.rounds,
+    result = {**started, "epochs": args.epochs, "rounds": args.rounds,
               "settings": settings, "runs": runs, "summary": summarize(runs)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "settings_ab.json").write_text(json.dumps(result, indent=2) + "\n")

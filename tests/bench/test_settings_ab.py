@@ -25,7 +25,7 @@ def test_warm_epochs_leave_out_the_first_ones_and_rounds_are_kept_apart():
     assert summary["a"]["warm_median_s"] == 15.5
     assert summary["a"]["first_epoch_s"] == 35.0
     assert summary["b"] == {"warm_medians_s": [11.0], "warm_median_s": 11.0, "first_epoch_s": 31.0}
-    text = markdown({"started": "t", "load": [0.1], "epochs": 5, "rounds": 2, "settings": {"a": {}, "b": {"k": "v"}},
+    text = markdown({"when": "t", "load": [0.1], "epochs": 5, "rounds": 2, "settings": {"a": {}, "b": {"k": "v"}},
                      "summary": summary})
     assert "| a | `(epochal's defaults)` | 14.00, 17.00 | 15.5 | 35.0 |" in text
     assert '| b | `{"k": "v"}` | 11.00 | 11.0 | 31.0 |' in text
