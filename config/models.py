@@ -74,6 +74,15 @@ class SparkSettings(_Strict):
     )
     ui_enabled: bool = Field(default=False, description="Start the Spark web UI.")
     driver_memory: JvmMemory = Field(default="2g", description="spark.driver.memory, e.g. 512m, 2g.")
+    codegen_min_mb: Float = Field(
+        default=8,
+        ge=0,
+        description=(
+            "Spark generates and compiles Java code for an epoch only when its data (the sources' planned files plus "
+            "the state at the last checkpoint) reaches this many MB, or its size is unknown; smaller epochs evaluate "
+            "expressions interpreted, without the compile time that dominates them. 0: always generate code."
+        ),
+    )
     conf: SparkConf = Field(
         default_factory=dict,
         description="Extra Spark properties, applied last (they override everything above).",

@@ -19,6 +19,7 @@ position. A failure between ``begin`` and ``complete`` aborts the pending checkp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any, Iterable
@@ -30,7 +31,7 @@ from epochal.config import CheckpointMode
 from epochal.pipeline.errors import PipelineError, StageError
 from epochal.pipeline.faults import crashpoint
 from epochal.pipeline.lease import LeaseLost
-from epochal.pipeline.sources import SourceBatch, batch_from_position, check_unchanged, record_fingerprints
+from epochal.pipeline.sources import SourceBatch, batch_from_position, check_unchanged, planned_bytes, record_fingerprints
 from epochal.pipeline.stage import Stage
 from epochal.pipeline.steps import StepClock
 from epochal.state.backends.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
@@ -38,6 +39,7 @@ from epochal.state.checkpoint import CompletedCheckpoint
 from epochal.state.checkpoint.metadata import CheckpointKind
 from epochal.state.checkpoint.retention import release_subsumed
 from epochal.state.handles import StateHandle
+from epochal.state.session import code_generation
 
 if TYPE_CHECKING:
     from epochal.pipeline.deployment import Deployment
@@ -113,6 +115,7 @@ class EpochTransaction(_CheckpointingTransaction):
         self.outputs: dict[str, Any] = {}
         self.stores: dict[str, OperatorStateStore] = {}
         self._persisted: list[DataFrame] = []
+        self._scope = contextlib.ExitStack()  # the epoch's Spark settings, put back when it ends
 
     def run(self) -> EpochReport:
         with StepClock(self.d.spark, self.epoch, self.report.partition, self.report.steps) as self.clock:
@@ -132,6 +135,7 @@ class EpochTransaction(_CheckpointingTransaction):
             finally:
                 for df in self._persisted:
                     df.unpersist()
+                self._scope.close()
             with self.clock.step("retain"):
                 self.retain()
             with self.clock.step("done"):
@@ -150,8 +154,16 @@ class EpochTransaction(_CheckpointingTransaction):
         crashpoint("after_trigger", self.epoch)
 
     def plan(self) -> None:
-        """Fix what each source reads this epoch (recorded before reading; a replay reads the record)."""
-        self.outputs.update({s.name: self._plan(s) for s in self.d.pipeline.sources})
+        """Fix what each source reads this epoch (recorded before reading; a replay reads the record), then
+        choose generated code or interpreted expressions by the size of the epoch's data."""
+        sizes = []
+        for source in self.d.pipeline.sources:
+            self.outputs[source.name], size = self._plan(source)
+            sizes.append(size)
+        self.report.input_bytes = None if None in sizes else sum(sizes)
+        latest = self.d.coordinator.store.latest()
+        data = None if self.report.input_bytes is None else self.report.input_bytes + (latest.metadata.state_bytes if latest else 0)
+        self.report.code = self._scope.enter_context(code_generation(self.d.spark, self.d.settings.spark, data))
         crashpoint("after_plan", self.epoch)
 
     def process(self) -> None:
@@ -223,17 +235,19 @@ class EpochTransaction(_CheckpointingTransaction):
         report.checkpoint_id = int(result.checkpoint_id)
         return result.pending
 
-    def _plan(self, source) -> SourceBatch:
+    def _plan(self, source) -> tuple[SourceBatch, int | None]:
+        """The source's batch for this epoch and its planned bytes (None: not known)."""
         storage = self.d.storage
         path = self.d.plan_path(source.name, self.epoch)
         if not self.replan and storage.exists(path):
             position = json.loads(storage.read(path))
             check_unchanged(source.name, position, epoch=self.epoch)
-            return batch_from_position(source.name, position)
+            return batch_from_position(source.name, position), planned_bytes(position)
         batch = source.plan(self.d.partitioning.info(self.epoch))
+        recorded = record_fingerprints(batch)
         self.d.fence(f"record the plan of source {source.name} for epoch {self.epoch}")
-        storage.write_atomic(path, json.dumps(record_fingerprints(batch), sort_keys=True).encode())
-        return batch
+        storage.write_atomic(path, json.dumps(recorded, sort_keys=True).encode())
+        return batch, planned_bytes(recorded)
 
     def _process(self, stage: Stage) -> None:
         d = self.d

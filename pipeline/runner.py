@@ -56,6 +56,11 @@ class EpochReport:
     spark_jobs: int = 0
     #: Classes Spark generated and compiled while the epoch ran (driver JVM).
     compiled_classes: int = 0
+    #: Bytes of the files the sources planned (None: a source that lists no files).
+    input_bytes: int | None = None
+    #: How Spark evaluated the epoch's expressions: ``generated`` code, ``interpreted`` (an epoch smaller
+    #: than ``spark.codegen_min_mb``), or as ``spark.conf`` sets it.
+    code: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -83,6 +83,19 @@ def record_fingerprints(batch: SourceBatch) -> dict[str, Any]:
     return {**batch.position, "fingerprints": {f: fingerprint(f) for f in batch.files}}
 
 
+def planned_bytes(recorded: dict[str, Any]) -> int | None:
+    """The bytes of a recorded plan's files, or None when not known: a source that lists no files (data it
+    makes or reads from elsewhere), a plan recorded without fingerprints, a file without a size.
+
+    A file source's plan records its ``files`` (an empty hour: none, 0 bytes)."""
+    files = recorded.get("files")
+    prints = recorded.get("fingerprints")
+    if files is None or prints is None or set(files) - set(prints):
+        return None
+    sizes = [(prints[f] or {}).get("size") for f in files]
+    return None if None in sizes else sum(int(s) for s in sizes)
+
+
 def check_unchanged(name: str, position: dict[str, Any], *, epoch: int) -> None:
     """Refuse to replay an epoch whose planned input changed since the plan was recorded.
 
