@@ -29,6 +29,7 @@ class SparkResource(dg.ConfigurableResource):
     shuffle_partitions: Optional[int] = None
     ui_enabled: bool = False
     driver_memory: str = "2g"
+    codegen_min_mb: float = SparkSettings.model_fields["codegen_min_mb"].default
     conf: Dict[str, str] = {}
 
     @classmethod

@@ -188,3 +188,13 @@ def test_savepoint_sensor_fires_once_per_reason(defs, config):
         assert [r.run_key for r in result.run_requests] == [f"code:{version}"]
         result, _ = _tick(sensor, instance, cursor, resources)
         assert not result.run_requests
+
+
+def test_the_spark_resource_carries_every_spark_setting_and_back():
+    from epochal.config import SparkSettings
+    from epochal.orchestration.resources import SparkResource
+
+    assert set(SparkResource.model_fields) == set(SparkSettings.model_fields)
+    settings = SparkSettings(master="local[2]", parallelism=3, codegen_min_mb=0.5, conf={"spark.sql.ansi.enabled": "true"})
+    assert SparkResource.from_settings(settings).settings() == settings
+    assert SparkResource().settings() == SparkSettings()  # the same defaults
