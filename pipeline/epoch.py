@@ -5,7 +5,8 @@
     begin -> plan -> process -> snapshot_and_ack -> write_sinks -> complete -> retain -> done
 
 ``begin`` marks the epoch in progress (``progress.json``) and triggers a checkpoint when
-one is due; ``plan`` fixes (and records) what each source reads; ``process`` runs the stages
+one is due; ``plan`` fixes (and records) what each source reads, and by its size whether Spark
+generates code for the epoch or interprets it; ``process`` runs the stages
 in DAG order; ``snapshot_and_ack`` calls each stage's ``snapshot_state``, writes its changed
 operator state and acknowledges its state handles; ``write_sinks`` writes each sink
 idempotently and acknowledges its table version (the sink's pre-commit); ``complete`` is
@@ -162,7 +163,8 @@ class EpochTransaction(_CheckpointingTransaction):
             sizes.append(size)
         self.report.input_bytes = None if None in sizes else sum(sizes)
         latest = self.d.coordinator.store.latest()
-        data = None if self.report.input_bytes is None else self.report.input_bytes + (latest.metadata.state_bytes if latest else 0)
+        state_bytes = latest.metadata.state_bytes if latest else 0
+        data = None if self.report.input_bytes is None else self.report.input_bytes + state_bytes
         self.report.code = self._scope.enter_context(code_generation(self.d.spark, self.d.settings.spark, data))
         crashpoint("after_plan", self.epoch)
 
