@@ -27,11 +27,11 @@ def checkpoint_metadata(report, checkpoint_duration_s: float | None = None) -> d
     if report.steps:
         meta["spark_jobs"] = _num(report.spark_jobs)
         meta["compiled_classes"] = _num(report.compiled_classes)
+        meta["steps"] = dg.MetadataValue.md(steps_table(report.steps))
     if report.code:  # generated code or interpreted expressions (by the epoch's size, spark.codegen_min_mb)
         meta["code"] = dg.MetadataValue.text(report.code)
     if report.input_bytes is not None:
         meta["input_bytes"] = _num(report.input_bytes)
-        meta["steps"] = dg.MetadataValue.md(steps_table(report.steps))
     if report.checkpoint_id is not None:
         meta["checkpoint_id"] = _num(report.checkpoint_id)
     if checkpoint_duration_s is not None:

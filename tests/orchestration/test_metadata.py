@@ -31,6 +31,7 @@ def test_an_epoch_of_unknown_size_shows_no_input_bytes():
     report.input_bytes, report.code = None, "generated"
     meta = checkpoint_metadata(report)
     assert "input_bytes" not in meta and meta["code"].value == "generated"
+    assert meta["steps"].value.splitlines()[0] == "| step | seconds | Spark jobs | classes compiled |"
 
 
 def test_a_stage_asset_shows_its_own_steps_jobs():
