@@ -190,29 +190,29 @@ class LazySparkSession:
 #: Spark evaluates every expression interpreted: no whole-stage code, and the expression factories skip Janino
 #: (``NO_CODEGEN``; Spark's own default ``FALLBACK`` generates code and interprets only what fails to compile).
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-GENERATED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 
 
 @contextlib.contextmanager
 def code_generation(spark: Any, settings: SparkSettings, data_bytes: int | None):
-    """Generated code or interpreted expressions while the block runs, by the size of its data; the
-    session's own values come back after it.
+    """Interpreted expressions while the block runs when its data is small; the session as it is otherwise.
 
-    Below ``settings.codegen_min_mb`` (``data_bytes`` known) the block runs interpreted: a small
-    epoch's queries are planned afresh every epoch and their generated classes differ in their
-    literals, so compiling them costs more than evaluating them (README.md, Performance). Yields
-    ``"interpreted"``, ``"generated"``, or ``"spark.conf"`` when the configuration sets either
-    setting itself (then it is left alone).
+    Below ``settings.codegen_min_mb`` (``data_bytes`` known) the block runs interpreted, and the
+    session's own values come back after it: a small epoch's queries are planned afresh every epoch and
+    their generated classes differ in their literals, so compiling them costs more than evaluating them
+    (README.md, Performance). Yields ``"interpreted"``, ``"generated"`` (nothing changed), or
+    ``"spark.conf"`` when the configuration sets either setting itself (then it is left alone).
     """
     if any(key in settings.conf for key in INTERPRETED):
         yield "spark.conf"
         return
-    small = data_bytes is not None and data_bytes < settings.codegen_min_mb * 1024 * 1024
+    if data_bytes is None or data_bytes >= settings.codegen_min_mb * 1024 * 1024:
+        yield "generated"
+        return
     before = {key: spark.conf.get(key) for key in INTERPRETED}
-    for key, value in (INTERPRETED if small else GENERATED).items():
+    for key, value in INTERPRETED.items():
         spark.conf.set(key, value)
     try:
-        yield "interpreted" if small else "generated"
+        yield "interpreted"
     finally:
         for key, value in before.items():
             spark.conf.set(key, value)
