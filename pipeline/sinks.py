@@ -152,9 +152,8 @@ class DeltaSink:
     def restore_version(self, position: SinkPosition | None) -> bool:
         """Bring the table back to ``position``'s version in one ``RESTORE`` commit; False when it cannot be
         (no position, another table, the version's files gone), and the caller rewinds by content instead."""
-        from delta.tables import DeltaTable
-
         from epochal.state.delta.log import DeltaLog
+        from epochal.state.delta.restore import restore_to_version
 
         if position is None or not same_location(position.table_path, self.path) or not delta_io.is_delta_table(self.path):
             return False
@@ -164,7 +163,7 @@ class DeltaSink:
             return True
         self.fence(f"restore sink {self.spec.name} to version {position.version}")
         try:
-            DeltaTable.forPath(self.spark, self.path).restoreToVersion(position.version)
+            restore_to_version(self.spark, self.path, position.version)
         except Exception as exc:  # noqa: BLE001 - Delta raises several JVM errors (vacuumed files, log cleaned up)
             log.warning("sink %s: cannot restore %s to version %s (%s); rewinding it by content instead",
                         self.spec.name, self.path, position.version, str(exc).splitlines()[0][:300])

@@ -38,8 +38,12 @@ _CLASSIC = re.compile(r"^(\d+)\.checkpoint\.parquet$")
 _MULTI_PART = re.compile(r"^(\d+)\.checkpoint\.(\d+)\.(\d+)\.parquet$")
 _UUID_NAMED = re.compile(r"^(\d+)\.checkpoint\.([^.]+)\.(json|parquet)$")
 _COMPACTED = re.compile(r"^(\d+)\.(\d+)\.compacted\.json$")
-# What a replay needs of an ``add`` action (parquet columns are read by these leaf paths only).
-_ADD_FIELDS = ("path", "size", "deletionVector", "stats")
+# What a replay needs of an ``add`` action (parquet columns are read by these leaf paths only): what it
+# keeps, and the rest of the action, which a RESTORE commit written from the log copies (state/delta/restore.py).
+_ADD_FIELDS = (
+    "path", "size", "deletionVector", "stats", "partitionValues", "modificationTime", "dataChange", "tags",
+    "baseRowId", "defaultRowCommitVersion", "clusteringProvider",
+)
 
 
 class CheckpointUnreadable(Exception):
@@ -119,7 +123,7 @@ def _preference(checkpoint: Checkpoint) -> tuple[int, int, str]:
 
 
 def checkpoint_actions(fs: Any, log_dir: str, checkpoint: Checkpoint) -> list[dict[str, Any]]:
-    """The ``add`` and ``metaData`` actions of a checkpoint: its top-level files, then its sidecars."""
+    """The ``add``, ``metaData`` and ``protocol`` actions of a checkpoint: its top-level files, then its sidecars."""
     actions, sidecars, has_metadata = [], [], False
     for name in checkpoint.files:
         for action in _top_level_actions(fs, f"{log_dir}/{name}"):
@@ -148,7 +152,7 @@ def json_actions(text: str) -> list[dict[str, Any]]:
 def _top_level_actions(fs: Any, path: str) -> list[dict[str, Any]]:
     if path.endswith(".json"):
         return json_actions(fs.cat_file(path).decode("utf-8"))
-    return _parquet_actions(fs, path, ("add", "metaData", "sidecar", "checkpointMetadata"))
+    return _parquet_actions(fs, path, ("add", "metaData", "protocol", "sidecar", "checkpointMetadata"))
 
 
 def _parquet_actions(fs: Any, path: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -105,6 +105,13 @@ class LiveFile:
     min_values: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     #: ``maxValues`` of its statistics, likewise.
     max_values: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    #: The ``add`` action as the log holds it (from a parquet checkpoint: maps as lists of pairs).
+    action: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        """Delta's identity of a live file: its path and its deletion vector's unique id."""
+        return self.path, _dv_id((self.action or {}).get("deletionVector"))
 
     @property
     def physical(self) -> tuple[str, ...]:
@@ -119,6 +126,9 @@ class VersionSnapshot:
     files: tuple[LiveFile, ...]
     schema_json: str
     configuration: Mapping[str, str] = field(hash=False)
+    #: The ``metaData`` and ``protocol`` actions in force (as the log holds them).
+    metadata: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
+    protocol: Mapping[str, Any] | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def physical_files(self) -> frozenset[str]:
@@ -144,11 +154,12 @@ class VersionSnapshot:
 
 @dataclass
 class _Replay:
-    """Mutable replay state: live files by (path, deletion vector id), and the latest metaData."""
+    """Mutable replay state: live files by (path, deletion vector id), and the latest metaData and protocol."""
 
     table_url: str
     live: dict[tuple[str, str | None], LiveFile] = field(default_factory=dict)
     metadata: dict[str, Any] | None = None
+    protocol: dict[str, Any] | None = None
 
     def add(self, action: Mapping[str, Any]) -> None:
         path = self._path(action["path"])
@@ -156,7 +167,7 @@ class _Replay:
         stats = parsed_stats(action)
         self.live[(path, _dv_id(dv))] = LiveFile(
             path, int(action.get("size") or 0), self._relative(dv_file(dv)), _live_records(stats, dv),
-            stats.get("minValues") if stats else None, stats.get("maxValues") if stats else None,
+            stats.get("minValues") if stats else None, stats.get("maxValues") if stats else None, action,
         )
 
     def remove(self, action: Mapping[str, Any]) -> None:
@@ -166,6 +177,8 @@ class _Replay:
         for action in actions:
             if action.get("metaData"):
                 self.metadata = dict(action["metaData"])
+            if action.get("protocol"):
+                self.protocol = dict(action["protocol"])
         for action in actions:
             if action.get("remove"):
                 self.remove(action["remove"])
@@ -182,7 +195,7 @@ class _Replay:
             )
         files = tuple(sorted(self.live.values(), key=lambda f: (f.path, f.dv_path or "")))
         config = _as_dict(self.metadata.get("configuration"))
-        return VersionSnapshot(version, files, str(self.metadata.get("schemaString")), config)
+        return VersionSnapshot(version, files, str(self.metadata.get("schemaString")), config, self.metadata, self.protocol)
 
     def _path(self, raw: str) -> str:
         decoded = unquote(raw)

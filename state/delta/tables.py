@@ -51,7 +51,7 @@ def restore_table(spark, working_path: str, handle: StateHandle) -> None:
     version that re-adds the old files: metadata only). A handle on another table
     (a savepoint's self-contained copy) is copied over the working table.
     """
-    from delta.tables import DeltaTable
+    from epochal.state.delta.restore import restore_to_version
 
     if not delta_io.is_delta_table(handle.table_path):
         raise StateTableNotFound(
@@ -61,7 +61,7 @@ def restore_table(spark, working_path: str, handle: StateHandle) -> None:
         )
     if same_location(handle.table_path, working_path) and delta_io.is_delta_table(working_path):
         if delta_io.current_version(spark, working_path) != handle.version:
-            DeltaTable.forPath(spark, working_path).restoreToVersion(handle.version)
+            restore_to_version(spark, working_path, handle.version)
         return
     source = delta_io.read_version(spark, handle.table_path, handle.version)
     props = delta_io.table_detail(spark, handle.table_path).properties

@@ -236,14 +236,14 @@ def _empty_tables(spark: Any, tables: Iterable[tuple[str, str, str]], fence: Fen
 
 
 def _apply_state(spark: Any, item: PlannedState, parallelism: int | None) -> RestoredState:
-    from delta.tables import DeltaTable
+    from epochal.state.delta.restore import restore_to_version
 
     handle = item.handle
     if item.same_table and not item.migrate:
         if _holds_snapshot(item.working_url, item.snapshot):
             action = RestoreAction.UNCHANGED
         else:
-            DeltaTable.forPath(spark, to_spark(item.working_url)).restoreToVersion(handle.version)
+            restore_to_version(spark, item.working_url, handle.version)
             action = RestoreAction.DELTA_RESTORE
     else:
         _overwrite_with_snapshot(spark, item)
