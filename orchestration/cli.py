@@ -250,7 +250,9 @@ def cmd_restore(args) -> Any:
             f"--savepoint {args.savepoint!r} names a checkpoint, not a savepoint: "
             f"use --checkpoint {args.savepoint.removeprefix('chk-')} (see `epochal checkpoints list`)"
         )
-    runner = _runner(_settings(args))
+    # Spark starts only if the restore needs it (a savepoint's copies, a table Delta must restore itself,
+    # a sink rewound by content): a checkpoint's state and sinks come back by commits written from the log.
+    runner = _runner(_settings(args), lazy=True)
     pointer = args.savepoint or args.checkpoint
     restored = runner.restore(pointer, parallelism=args.parallelism, allow_non_restored_state=args.allow_non_restored_state)
     return restored.to_dict()

@@ -1,7 +1,8 @@
 """Table comparison for ``epochal verify``: every sink and state table of a deployment against a reference.
 
-Contents are compared in Spark as multisets (``exceptAll`` both ways), never collected: only the
-counts and one sample row of a difference come back to the driver. What is compared:
+Contents are compared in Spark as multisets (what ``exceptAll`` both ways counts), never collected: every
+table of both deployments in one job (rows as JSON text, counted per table and side), and only the counts
+and one sample row of each table that differs come back to the driver. What is compared:
 
 - a sink: every column (an APPEND sink's ``epoch`` included: the epoch a row was written in matters);
 - keyed state: the live rows (not expired at the end of the last epoch): ``key_group``, ``key``,
@@ -105,38 +106,43 @@ def comparable(df: DataFrame, *, clock: datetime, rescaled: bool = False) -> Dat
     return df
 
 
-def _json_row(row) -> dict[str, Any]:
-    return json.loads(json.dumps(row.asDict(recursive=True), default=str))
+#: The columns of the one frame all tables are compared in: table, side (+1 reference, -1 here), row as JSON.
+_TABLE, _SIDE, _ROW, _COUNT = "__table", "__side", "__row", "__count"
+#: Timestamps to the microsecond (``to_json`` writes milliseconds by default).
+_EXACT_JSON = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX", "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
 
 
-def diff_table(
-    spark, table: str, stage: str | None, reference: str | None, actual: str | None, *, clock: datetime, rescaled: bool = False
-) -> TableDiff | None:
-    """The difference of table ``actual`` from ``reference`` (Spark paths; None: no such table), or None."""
-    ref_df = _read(spark, reference)
-    act_df = _read(spark, actual)
-    if ref_df is None and act_df is None:
-        return None
-    if ref_df is None or act_df is None:
-        present = act_df if ref_df is None else ref_df
-        rows = comparable(present, clock=clock, rescaled=rescaled).count()
-        if rows == 0:  # a table created but never written equals one never created
-            return None
-        where = "here only" if ref_df is None else "in the reference only"
-        return TableDiff(table, stage, rows if act_df is None else 0, rows if ref_df is None else 0,
-                         detail=f"the table exists {where}, with {rows} row(s)")
-    ref_df = comparable(ref_df, clock=clock, rescaled=rescaled)
-    act_df = comparable(act_df, clock=clock, rescaled=rescaled)
-    if sorted(ref_df.columns) != sorted(act_df.columns):
-        return TableDiff(table, stage, 0, 0, detail=f"columns differ: {sorted(ref_df.columns)} vs {sorted(act_df.columns)}")
-    act_df = act_df.select(*ref_df.columns)
-    only_ref, only_act = ref_df.exceptAll(act_df), act_df.exceptAll(ref_df)
-    missing, extra = only_ref.count(), only_act.count()
-    if not missing and not extra:
-        return None
-    side, frame = ("missing", only_ref) if missing else ("extra", only_act)
-    sample = frame.limit(1).collect()
-    return TableDiff(table, stage, missing, extra, _json_row(sample[0]) if sample else None, side)
+def _signed_rows(table: str, df: DataFrame, side: int, columns: list[str]) -> DataFrame:
+    """``df``'s rows as JSON text (columns in ``columns``' order, -0.0 as 0.0), tagged with table and side."""
+    types = {f.name: f.dataType for f in df.schema.fields}
+    row = F.to_json(F.struct(*[_zero(F.col(c), types[c]).alias(c) for c in columns]), _EXACT_JSON)
+    return df.select(F.lit(table).alias(_TABLE), F.lit(side).alias(_SIDE), row.alias(_ROW))
+
+
+def _zero(column: Column, dtype: T.DataType) -> Column:
+    """Floating point -0.0 as 0.0 (set operations equate them; their JSON texts differ)."""
+    if isinstance(dtype, (T.FloatType, T.DoubleType)):
+        return F.when(column == 0, F.lit(0).cast(dtype)).otherwise(column)
+    return column
+
+
+def _count_differences(frames: list[DataFrame]) -> dict[str, tuple[int, int, str | None, str | None]]:
+    """Per table with differences: (missing, extra, one differing row as JSON, its side), in one Spark job.
+
+    A row's multiplicity in the reference minus here: positive counts are missing here, negative
+    ones extra (``exceptAll`` both ways). Only one row per table comes back to the driver.
+    """
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    counted = union.groupBy(_TABLE, _ROW).agg(F.sum(_SIDE).alias(_COUNT)).where(F.col(_COUNT) != 0)
+    summary = counted.groupBy(_TABLE).agg(
+        F.sum(F.when(F.col(_COUNT) > 0, F.col(_COUNT)).otherwise(0)).alias("missing"),
+        F.sum(F.when(F.col(_COUNT) < 0, -F.col(_COUNT)).otherwise(0)).alias("extra"),
+        F.min(F.struct((F.col(_COUNT) < 0).alias("extra_side"), F.col(_ROW))).alias("sample"),
+    )
+    return {r[_TABLE]: (int(r.missing), int(r.extra), r.sample[_ROW], "extra" if r.sample.extra_side else "missing")
+            for r in summary.collect()}
 
 
 def _read(spark, path: str | None) -> DataFrame | None:
@@ -145,14 +151,57 @@ def _read(spark, path: str | None) -> DataFrame | None:
     return delta_io.read_version(spark, path)
 
 
+def diff_table(
+    spark, table: str, stage: str | None, reference: str | None, actual: str | None, *, clock: datetime, rescaled: bool = False
+) -> TableDiff | None:
+    """The difference of table ``actual`` from ``reference`` (Spark paths; None: no such table), or None."""
+    found = diff_tables(spark, [(table, stage, reference, actual)], clock=clock, rescaled=rescaled)
+    return found[0] if found else None
+
+
 def compare_deployments(spark, reference, actual, *, clock: datetime, rescaled: bool = False) -> list[TableDiff]:
     """Every difference of deployment ``actual``'s sinks and state tables from ``reference``'s."""
     theirs, mine = deployment_tables(reference), deployment_tables(actual)
-    diffs = []
+    pairs = []
     for table in sorted(set(theirs) | set(mine)):
         ref_path, stage = theirs.get(table, (None, None))
         act_path, act_stage = mine.get(table, (None, None))
-        found = diff_table(spark, table, stage or act_stage, ref_path, act_path, clock=clock, rescaled=rescaled)
-        if found is not None:
-            diffs.append(found)
-    return diffs
+        pairs.append((table, stage or act_stage, ref_path, act_path))
+    return diff_tables(spark, pairs, clock=clock, rescaled=rescaled)
+
+
+def diff_tables(
+    spark, pairs: list[tuple[str, str | None, str | None, str | None]], *, clock: datetime, rescaled: bool = False
+) -> list[TableDiff]:
+    """The differences of tables (name, stage, reference path, actual path; None: no such table), sorted by name.
+
+    The tables present on both sides are compared together in one Spark job (rows as JSON text,
+    counted per table and side); a table on one side only counts as a difference when it has rows.
+    """
+    diffs: dict[str, TableDiff] = {}
+    frames: list[DataFrame] = []
+    stages: dict[str, str | None] = {}
+    for table, stage, ref_path, act_path in pairs:
+        stages[table] = stage
+        ref_df, act_df = _read(spark, ref_path), _read(spark, act_path)
+        if ref_df is None and act_df is None:
+            continue
+        if ref_df is None or act_df is None:
+            present = act_df if ref_df is None else ref_df
+            rows = comparable(present, clock=clock, rescaled=rescaled).count()
+            if rows:  # a table created but never written equals one never created
+                where = "here only" if ref_df is None else "in the reference only"
+                diffs[table] = TableDiff(table, stage, rows if act_df is None else 0, rows if ref_df is None else 0,
+                                         detail=f"the table exists {where}, with {rows} row(s)")
+            continue
+        ref_df = comparable(ref_df, clock=clock, rescaled=rescaled)
+        act_df = comparable(act_df, clock=clock, rescaled=rescaled)
+        if sorted(ref_df.columns) != sorted(act_df.columns):
+            diffs[table] = TableDiff(table, stage, 0, 0,
+                                     detail=f"columns differ: {sorted(ref_df.columns)} vs {sorted(act_df.columns)}")
+            continue
+        frames += [_signed_rows(table, ref_df, 1, ref_df.columns), _signed_rows(table, act_df, -1, ref_df.columns)]
+    if frames:
+        for table, (missing, extra, sample, side) in _count_differences(frames).items():
+            diffs[table] = TableDiff(table, stages[table], missing, extra, json.loads(sample) if sample else None, side)
+    return [diffs[t] for t in sorted(diffs)]

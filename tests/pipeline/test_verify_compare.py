@@ -37,3 +37,24 @@ def test_a_sink_is_a_multiset_and_an_empty_table_equals_none(spark, tmp_path):
     empty = _table(spark, tmp_path / "empty", [], schema)
     assert diff_table(spark, "sink:t", "sum", empty, str(tmp_path / "none"), clock=CLOCK) is None
     assert "exists in the reference only" in diff_table(spark, "sink:t", "sum", reference, None, clock=CLOCK).describe()
+
+
+def test_tables_compared_together_each_to_the_microsecond_with_zero_signs_equal(spark, tmp_path):
+    from datetime import timedelta
+
+    from epochal.pipeline.verify.compare import diff_tables
+
+    schema = "k string, at timestamp, x double, xs array<double>"
+    at = datetime(2026, 11, 1, 1, 2, 3, 456789, tzinfo=timezone.utc)
+    reference = _table(spark, tmp_path / "ref", [("a", at, 0.0, [0.0, 1.0]), ("b", at, 1.5, [])], schema)
+    same = _table(spark, tmp_path / "same", [("b", at, 1.5, []), ("a", at, -0.0, [0.0, 1.0])], schema)
+    later = _table(spark, tmp_path / "later", [("a", at + timedelta(microseconds=1), 0.0, [0.0, 1.0]), ("b", at, 1.5, [])], schema)
+    other = _table(spark, tmp_path / "other", [("a", at, 0.0, [0.0, 1.0])], "k string, at timestamp, x double, ys array<double>")
+    diffs = diff_tables(spark, [("sink:same", "s", reference, same), ("sink:later", "s", reference, later),
+                                ("sink:other", "s", reference, other), ("sink:gone", "s", reference, None)], clock=CLOCK)
+    assert [d.table for d in diffs] == ["sink:gone", "sink:later", "sink:other"]
+    gone, later_diff, other_diff = diffs
+    assert (gone.missing, gone.extra) == (2, 0) and "reference only" in gone.describe()
+    assert (later_diff.missing, later_diff.extra, later_diff.sample_side, later_diff.sample["k"]) == (1, 1, "missing", "a")
+    assert later_diff.sample["at"].endswith(".456789Z")
+    assert "columns differ" in other_diff.describe()
