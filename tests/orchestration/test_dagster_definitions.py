@@ -114,8 +114,8 @@ def test_schedule_runs_the_latest_closed_window(defs):
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     with dg.instance_for_test() as instance:
         at = START + timedelta(hours=5, minutes=0)
-        context = dg.build_schedule_context(instance=instance, resources=_resources(defs), repository_def=defs.get_repository_def(), scheduled_execution_time=at)
-        (request,) = schedule.evaluate_tick(context).run_requests
+        with dg.build_schedule_context(instance=instance, resources=_resources(defs), repository_def=defs.get_repository_def(), scheduled_execution_time=at) as context:
+            (request,) = schedule.evaluate_tick(context).run_requests
     assert request.partition_key == "2026-11-01-04:00"
     assert request.run_key == "2026-11-01-04:00"
 
@@ -125,16 +125,16 @@ def test_schedule_stops_triggering_while_the_pipeline_is_failed_and_says_why(def
     failure = CheckpointFailure(checkpoint_id=7, reason=CheckpointFailureReason.TASK_FAILURE, detail="boom in dedupe", at=START)
     StorageFailureStateRepository(storage).save(FailureState(failures=(failure,), failed=True))
     with dg.instance_for_test() as instance:
-        context = dg.build_schedule_context(instance=instance, resources=_resources(defs), repository_def=defs.get_repository_def(), scheduled_execution_time=START + timedelta(hours=3))
-        result = _schedule(defs).evaluate_tick(context)
+        with dg.build_schedule_context(instance=instance, resources=_resources(defs), repository_def=defs.get_repository_def(), scheduled_execution_time=START + timedelta(hours=3)) as context:
+            result = _schedule(defs).evaluate_tick(context)
         assert not result.run_requests
         message = result.skip_message
     assert "failed" in message and "boom in dedupe" in message and "restore" in message
 
     StorageFailureStateRepository(storage).save(FailureState())  # what a restore or a manual run does
     with dg.instance_for_test() as instance:
-        context = dg.build_schedule_context(instance=instance, resources=_resources(defs), repository_def=defs.get_repository_def(), scheduled_execution_time=START + timedelta(hours=3))
-        assert len(_schedule(defs).evaluate_tick(context).run_requests) == 1
+        with dg.build_schedule_context(instance=instance, resources=_resources(defs), repository_def=defs.get_repository_def(), scheduled_execution_time=START + timedelta(hours=3)) as context:
+            assert len(_schedule(defs).evaluate_tick(context).run_requests) == 1
 
 
 def _completed(storage: CheckpointStorage, ids: list[int]) -> None:
@@ -148,8 +148,10 @@ def _completed(storage: CheckpointStorage, ids: list[int]) -> None:
 
 
 def _tick(sensor, instance, cursor, resources):
-    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
-    result = sensor.evaluate_tick(context)
+    # A context given resources holds them (and the instance's scope) until closed: used as a context manager, as
+    # Dagster's docs do, it leaves no instance behind for the next test's definitions to find.
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
+        result = sensor.evaluate_tick(context)
     return result, result.cursor
 
 

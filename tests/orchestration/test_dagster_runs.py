@@ -198,9 +198,9 @@ def test_a_failed_manual_run_leaves_the_pipeline_failed_and_the_schedule_paused(
         assert not result.success and "boom in sum" in _failure(result)
         state = repository.load()
         assert state.failed and state.failures[0].detail == "earlier"  # put back, with this run's failures after it
-        context = dg.build_schedule_context(instance=instance, resources={"checkpoints": defs.resources["checkpoints"]},
-                                            scheduled_execution_time=datetime(2026, 11, 1, 5, tzinfo=timezone.utc))
-        tick = defs.resolve_schedule_def("toy_every_window").evaluate_tick(context)
+        with dg.build_schedule_context(instance=instance, resources={"checkpoints": defs.resources["checkpoints"]},
+                                       scheduled_execution_time=datetime(2026, 11, 1, 5, tzinfo=timezone.utc)) as context:
+            tick = defs.resolve_schedule_def("toy_every_window").evaluate_tick(context)
     assert not tick.run_requests and "earlier" in tick.skip_message
 
 
