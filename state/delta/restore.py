@@ -98,7 +98,7 @@ def unsupported(target: VersionSnapshot, current: VersionSnapshot) -> str | None
         return "a version without a protocol action"
     if _protocol(target.protocol) != _protocol(current.protocol):
         return "the protocol changed since"
-    if _metadata(target.metadata) != _metadata(current.metadata):
+    if _metadata(target) != _metadata(current):
         return "the table's metadata changed since"
     protocol = current.protocol
     writer_version = int(protocol.get("minWriterVersion") or 0)
@@ -225,11 +225,13 @@ def _protocol(protocol: Mapping[str, Any]) -> tuple:
             sorted(_names(protocol.get("readerFeatures"))), sorted(_names(protocol.get("writerFeatures"))))
 
 
-def _metadata(metadata: Mapping[str, Any] | None) -> tuple:
-    plain = _plain(dict(metadata or {}))
+def _metadata(snapshot: VersionSnapshot) -> tuple:
+    """What a restore must not change: the table's id, schema, partitioning, properties and format (the
+    replay already read the schema and properties into plain values)."""
+    plain = _plain(dict(snapshot.metadata or {}))
     form = plain.get("format") if isinstance(plain.get("format"), dict) else {}
-    return (plain.get("id"), plain.get("schemaString"), _names(plain.get("partitionColumns")),
-            _map(plain.get("configuration")), form.get("provider"), _map(form.get("options")))
+    return (plain.get("id"), snapshot.schema_json, _names(plain.get("partitionColumns")), dict(snapshot.configuration),
+            form.get("provider"), _map(form.get("options")))
 
 
 def restore_to_version(spark: Any, path: str, version: int, *, user_metadata: str | None = None) -> None:
