@@ -49,6 +49,9 @@ def run(work: Path, keys: int, schedule: list[float], mode: str) -> dict[str, An
     synthetic.register(keys, schedule)
     config = deployment_config(work / "epochal.yaml", pipeline=synthetic.NAME, landing=str(work / "none"), work=work, mode=mode)
     settings = load_settings(config)
+    # This part measures a MERGE's bytes (deletion vectors, rows of the changed keys): the 1M-key state is above
+    # the rewrite threshold anyway (spark.state_rewrite_below_mb), the smaller ones of a quick run are not.
+    settings = settings.model_copy(update={"spark": settings.spark.model_copy(update={"state_rewrite_below_mb": 0})})
     runner = EpochRunner(build_deployment(settings))
     epochs = []
     for epoch, fraction in enumerate(schedule):

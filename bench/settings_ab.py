@@ -5,7 +5,9 @@ runs the clickstream example over the demo's data (12 users, 60 events an hour)
 once per setting and round, each run a fresh process (``epochal run`` over all
 epochs in one process), the settings in turn inside each round so that a machine
 that gets slower or busier meanwhile weighs on every setting alike. ``JSON`` is
-a ``spark.conf`` mapping added to epochal's defaults (``{}``: the defaults).
+a ``spark.conf`` mapping added to epochal's defaults (``{}``: the defaults); a key
+without the ``spark.`` prefix is one of epochal's ``spark`` settings instead
+(e.g. ``{"state_rewrite_below_mb": 0}``).
 It writes ``bench/results/settings_ab.json`` and ``settings_ab.md``: per
 setting, the median warm epoch of each run (epochs after the second), their
 median, and the first epoch's median. This machine is shared and varies by a
@@ -44,7 +46,8 @@ def _child(conf: dict[str, str], epochs: int, work: Path) -> dict[str, Any]:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     settings = demo_settings(work)
-    settings["spark"]["conf"] = conf
+    settings["spark"]["conf"] = {k: v for k, v in conf.items() if k.startswith("spark.")}
+    settings["spark"].update({k: v for k, v in conf.items() if not k.startswith("spark.")})  # epochal's spark.* keys
     config = work / "epochal.yaml"
     config.write_text(yaml.safe_dump(settings))
     generate(load_settings(config).landing, DEMO_START, epochs, GeneratorConfig(users=USERS, events_per_hour=EVENTS_PER_HOUR, seed=7))

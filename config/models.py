@@ -83,6 +83,15 @@ class SparkSettings(_Strict):
             "expressions interpreted, without the compile time that dominates them. 0: always generate code."
         ),
     )
+    state_rewrite_below_mb: Float = Field(
+        default=4,
+        ge=0,
+        description=(
+            "A keyed state table of at most this many MB is rewritten whole by a state write (one Spark job) instead "
+            "of MERGEd (about 18 Spark jobs however small the table); a larger one is MERGEd, so that an epoch writes "
+            "bytes in proportion to the keys it changed. 0: always MERGE."
+        ),
+    )
     conf: SparkConf = Field(
         default_factory=dict,
         description="Extra Spark properties, applied last (they override everything above).",

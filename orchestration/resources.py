@@ -30,6 +30,7 @@ class SparkResource(dg.ConfigurableResource):
     ui_enabled: bool = False
     driver_memory: str = "2g"
     codegen_min_mb: float = SparkSettings.model_fields["codegen_min_mb"].default
+    state_rewrite_below_mb: float = SparkSettings.model_fields["state_rewrite_below_mb"].default
     conf: Dict[str, str] = {}
 
     @classmethod

@@ -52,7 +52,13 @@ class Deployment:
         self.parallelism = self._recorded_parallelism() or settings.spark.parallelism
         warehouse = to_spark(settings.warehouse)
         self.sinks = {s.name: DeltaSink(spark, warehouse, s, self.fence) for s in pipeline.sinks}
-        self.keyed = {s.name: KeyedStateBackend(spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism) for s in pipeline.stages}
+        rewrite_below = int(settings.spark.state_rewrite_below_mb * 1024 * 1024)
+        self.keyed = {
+            s.name: KeyedStateBackend(
+                spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism, rewrite_below_bytes=rewrite_below
+            )
+            for s in pipeline.stages
+        }
         self.operator = {s.name: OperatorStateBackend(spark, self.shared_root, s.name) for s in pipeline.stages}
         for backend in [*self.keyed.values(), *self.operator.values()]:
             backend.fence = self.fence

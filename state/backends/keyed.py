@@ -55,6 +55,27 @@ _DELETE = "__epochal_delete"
 _SEVERAL_VALUES = "several new values for one key"
 EPOCH_ZERO = datetime(1970, 1, 1, tzinfo=timezone.utc)
 Fold = Callable[[Column, Column], Column]  # (old value or null, the epoch's new items) -> new value
+_KEY_COLUMNS = ("key_group", "key", "namespace")
+_IN_TARGET, _IN_SOURCE = "__epochal_in_target", "__epochal_in_source"
+#: Tables of at most this many live bytes are rewritten by a state write instead of MERGEd
+#: (see :meth:`KeyedStateBackend._merge`): below it, one overwrite costs less than a MERGE's
+#: fixed Spark jobs; above it, an epoch's bytes should follow the keys it changed. The
+#: configuration's ``spark.state_rewrite_below_mb`` sets it for a deployment.
+REWRITE_BELOW_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Clauses:
+    """One state write as MERGE clauses: the source rows ``s`` and expressions over ``t`` and ``s``."""
+
+    source: DataFrame
+    matched: Column  # the new value of a matched key
+    inserted: Column  # the value of a key the table lacks
+    delete: Column  # matched: remove the key
+    update: Column  # matched and not deleted: write the new value (else keep the row as it is)
+    insert: Column  # not matched: insert
+    expire_unmatched: bool  # remove the expired rows the source does not name
+    unique_source: bool  # the source holds at most one row per key (else it is checked)
 
 
 @dataclass(frozen=True)
@@ -89,6 +110,7 @@ class KeyedStateBackend:
         *,
         max_parallelism: int = DEFAULT_MAX_PARALLELISM,
         context: EpochContext | None = None,
+        rewrite_below_bytes: int = REWRITE_BELOW_BYTES,
     ) -> None:
         check_parallelism(max_parallelism)
         self.spark = spark
@@ -97,6 +119,8 @@ class KeyedStateBackend:
         self.max_parallelism = max_parallelism
         self.context = context or EpochContext()
         self._opened: set[str] = set()
+        #: Tables of at most this many live bytes are rewritten, not MERGEd (0: always MERGE).
+        self.rewrite_below_bytes = rewrite_below_bytes
         #: Called before every write of a table (see :mod:`epochal.state.fence`).
         self.fence: Fence = no_fence
 
@@ -277,7 +301,7 @@ class KeyedStateBackend:
         """Remove the state of each key (columns key, [namespace])."""
         self._require_columns(descriptor, keys, ("key",))
         df = keys.withColumn("value", F.lit(None)).withColumn(_DELETE, F.lit(True))
-        self._merge(descriptor, self._normalise(descriptor, df, F.col("value")))
+        self._merge(descriptor, self._normalise(descriptor, df, F.col("value")).dropDuplicates(["key", "namespace"]))
 
     def append(self, descriptor: ListStateDescriptor, items: DataFrame, *, order_by: str | None = None) -> None:
         """Append elements to list state (columns key, [namespace], value[, order_by])."""
@@ -324,7 +348,7 @@ class KeyedStateBackend:
 
     def write_full_values(self, descriptor: KeyedStateDescriptor, rows: DataFrame) -> None:
         """Write already-computed values (key, namespace, value, __epochal_delete): used by per-key stages."""
-        self._merge(descriptor, self._normalise(descriptor, rows, F.col("value")))
+        self._merge(descriptor, self._normalise(descriptor, rows, F.col("value")), unique=False)
 
     # -- internals -------------------------------------------------------------------------
 
@@ -391,11 +415,53 @@ class KeyedStateBackend:
 
     def _merge(
         self, descriptor: KeyedStateDescriptor, source: DataFrame, *, fold: Fold | None = None,
-        drop_if: Callable[[Column], Column] | None = None,
+        drop_if: Callable[[Column], Column] | None = None, unique: bool = True,
     ) -> None:
+        """Write the source's rows into the state: one ``MERGE``, or one rewrite of a small table.
+
+        The clauses (see :meth:`_clauses`) are the same either way. A table of at most
+        :attr:`rewrite_below_bytes` live bytes is rewritten whole by one overwrite whose rows
+        are the MERGE's outcome (a full outer join of the table and the source, one Spark
+        job): a MERGE costs about 18 Spark jobs (materializing its source, finding the files
+        it touches, writing rows and deletion vectors) whatever the table's size, which is
+        most of a small epoch. A larger table is MERGEd, so that an epoch writes bytes in
+        proportion to the keys it changed, not to the state.
+        """
         from delta.tables import DeltaTable
 
         path = self.open(descriptor)
+        clauses = self._clauses(descriptor, source, fold, drop_if, unique)
+        version, size = delta_io.latest_version_and_bytes(path)
+        self.fence(f"write state {self.stage}/{descriptor.name}")
+        try:
+            if size <= self.rewrite_below_bytes:
+                self._rewrite(descriptor, path, version, clauses)
+                return
+            columns = ["key_group", "key", "namespace", "expires_at", "updated_epoch"]
+            merge = (
+                DeltaTable.forPath(self.spark, path)
+                .alias("t")
+                .merge(clauses.source.alias("s"), " AND ".join(f"t.{c} = s.{c}" for c in _KEY_COLUMNS))
+                .whenMatchedDelete(condition=clauses.delete)
+                .whenMatchedUpdate(
+                    condition=clauses.update, set={**{c: F.col(f"s.{c}") for c in columns}, "value": clauses.matched}
+                )
+                .whenNotMatchedInsert(
+                    condition=clauses.insert, values={**{c: F.col(f"s.{c}") for c in columns}, "value": clauses.inserted}
+                )
+            )
+            if clauses.expire_unmatched and self._may_hold_expired(path):
+                merge = merge.whenNotMatchedBySourceDelete(condition=self._expired("t."))
+            merge.execute()
+        except Exception as exc:  # noqa: BLE001 - translate the duplicate-key errors (ours and Delta's)
+            self._raise_duplicates(descriptor, exc)
+            raise
+
+    def _clauses(
+        self, descriptor: KeyedStateDescriptor, source: DataFrame, fold: Fold | None,
+        drop_if: Callable[[Column], Column] | None, unique: bool,
+    ) -> _Clauses:
+        """The write's rows (``s``) and its clauses, as expressions over target ``t`` and source ``s``."""
         dtype = descriptor.stored_type
         expired = self._expired("t.")
         if fold is None:
@@ -410,32 +476,58 @@ class KeyedStateBackend:
         changed = ~(comparable(F.col("t.value"), dtype).eqNullSafe(comparable(matched, dtype)))
         if descriptor.ttl is not None:
             changed = changed | F.lit(True)  # every write restarts the TTL clock
-        columns = ["key_group", "key", "namespace", "expires_at", "updated_epoch"]
-        merge = (
-            DeltaTable.forPath(self.spark, path)
-            .alias("t")
-            .merge(
-                src.alias("s"),
-                "t.key_group = s.key_group AND t.key = s.key AND t.namespace = s.namespace",
-            )
-            .whenMatchedDelete(condition=delete | drop_if(matched) if drop_if else delete)
-            .whenMatchedUpdate(
-                condition=~delete & (changed | expired),
-                set={**{c: F.col(f"s.{c}") for c in columns}, "value": matched},
-            )
-            .whenNotMatchedInsert(
-                condition=~delete & ~drop_if(inserted) if drop_if else ~delete,
-                values={**{c: F.col(f"s.{c}") for c in columns}, "value": inserted},
-            )
+        return _Clauses(
+            source=src,
+            matched=matched,
+            inserted=inserted,
+            delete=delete | drop_if(matched) if drop_if else delete,
+            update=~delete & (changed | expired),
+            insert=~delete & ~drop_if(inserted) if drop_if else ~delete,
+            expire_unmatched=descriptor.ttl is not None,
+            unique_source=unique,
         )
-        if descriptor.ttl is not None and self._may_hold_expired(path):
-            merge = merge.whenNotMatchedBySourceDelete(condition=expired)
-        self.fence(f"write state {self.stage}/{descriptor.name}")
-        try:
-            merge.execute()
-        except Exception as exc:  # noqa: BLE001 - translate the duplicate-key errors (ours and Delta's)
-            self._raise_duplicates(descriptor, exc)
-            raise
+
+    def _rewrite(self, descriptor: KeyedStateDescriptor, path: str, version: int, clauses: _Clauses) -> None:
+        """Overwrite the table (read at ``version``) with what the MERGE of ``clauses`` would leave.
+
+        Per key: a target row alone stays (unless expired and ``expire_unmatched``); a source
+        row alone is inserted when ``insert`` holds; a matched pair is dropped when ``delete``
+        holds, else updated when ``update`` holds, else left as it was. A condition that is
+        null counts as false, as in a MERGE; several source rows for one key are refused
+        (Delta's MERGE refuses them too).
+        """
+        target = delta_io.read_version(self.spark, path, version).withColumn(_IN_TARGET, F.lit(True))
+        source = clauses.source.withColumn(_IN_SOURCE, F.lit(True))
+        if not clauses.unique_source:
+            source = self._refuse_duplicate_keys(descriptor, source)
+        on = [F.col(f"t.{c}") == F.col(f"s.{c}") for c in _KEY_COLUMNS]
+        joined = target.alias("t").join(source.alias("s"), on[0] & on[1] & on[2], "full_outer")
+        in_t = F.col(f"t.{_IN_TARGET}").isNotNull()
+        in_s = F.col(f"s.{_IN_SOURCE}").isNotNull()
+        both, source_only = in_t & in_s, ~in_t & in_s
+
+        def holds(condition: Column) -> Column:
+            return F.coalesce(condition, F.lit(False))
+
+        updated = both & holds(clauses.update)
+        keep = (
+            F.when(both, ~holds(clauses.delete))
+            .when(source_only, holds(clauses.insert))
+            .otherwise(~holds(self._expired("t.")) if clauses.expire_unmatched else F.lit(True))
+        )
+
+        def pick(column: str, from_update: Column, from_insert: Column) -> Column:
+            return F.when(updated, from_update).when(source_only, from_insert).otherwise(F.col(f"t.{column}")).alias(column)
+
+        rows = joined.where(keep).select(
+            *[
+                pick(field.name, F.col(f"s.{field.name}"), F.col(f"s.{field.name}"))
+                if field.name != "value"
+                else pick("value", clauses.matched, clauses.inserted)
+                for field in keyed_table_schema(descriptor).fields
+            ]
+        )
+        rows.write.format("delta").mode("overwrite").save(path)
 
     def _raise_duplicates(self, descriptor: KeyedStateDescriptor, exc: Exception) -> None:
         """Raise :class:`StateSchemaError` if ``exc`` is a duplicate-key failure (ours or Delta's)."""

@@ -44,13 +44,25 @@ def _sink(spark, project: Path) -> dict[str, int]:
     return {r.key: r.total for r in spark.read.format("delta").load(str(project / "data" / "warehouse" / "totals")).collect()}
 
 
-def test_three_epochs_leave_the_state_and_the_sink_right_without_any_workaround(spark, project):
-    runner = EpochRunner(build_deployment(load_settings(project / "epochal.yaml"), spark))
+@pytest.mark.parametrize("rewrite_below_mb, operation", [(None, "WRITE"), (0, "MERGE")])
+def test_three_epochs_leave_the_state_and_the_sink_right_without_any_workaround(spark, project, rewrite_below_mb, operation):
+    """Small state tables are rewritten by default (one overwrite a write); ``spark.state_rewrite_below_mb: 0``
+    MERGEs them: the same state and sink either way."""
+    from delta.tables import DeltaTable
+
+    settings = load_settings(project / "epochal.yaml")
+    if rewrite_below_mb is not None:
+        settings = settings.model_copy(update={"spark": settings.spark.model_copy(update={"state_rewrite_below_mb": rewrite_below_mb})})
+    runner = EpochRunner(build_deployment(settings, spark))
     runner.run(to=LAST)
     assert _sink(spark, project) == {"a": 111, "b": 7}
     stage = runner.d.pipeline.ordered_stages[-1]
-    state = runner.d.keyed[stage.name].values(stage.TOTAL).collect()
+    backend = runner.d.keyed[stage.name]
+    state = backend.values(stage.TOTAL).collect()
     assert {r.key: r.value for r in state} == {"a": 111, "b": 7}
+    history = DeltaTable.forPath(spark, backend.table_path(stage.TOTAL)).history().collect()
+    # versions 2 and 3 (Delta records a MERGE into the empty table of version 1 as a WRITE)
+    assert [r.operation for r in history if r.version > 1] == [operation] * 2, [(r.version, r.operation) for r in history]
 
 
 def test_a_frame_read_before_a_write_keeps_the_old_state(spark, tmp_path):

@@ -82,14 +82,27 @@ CASES = {
 }
 
 
+@pytest.fixture(params=["merge", "rewrite"])
+def keyed(request):
+    """A KeyedStateBackend factory whose writes MERGE, or rewrite the (small) table: the same contract."""
+
+    def make(*args, **kwargs) -> KeyedStateBackend:
+        backend = KeyedStateBackend(*args, **kwargs)
+        backend.rewrite_below_bytes = 0 if request.param == "merge" else 1 << 40
+        return backend
+
+    make.mode = request.param
+    return make
+
+
 def _as_dict(backend, descriptor) -> dict:
     return {r["key"]: r["value"] for r in backend.values(descriptor).collect()}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_state_type_write_snapshot_read_restore(spark, tmp_path, case):
+def test_state_type_write_snapshot_read_restore(spark, tmp_path, keyed, case):
     descriptor, write, batch1, batch2, expect1, expect2 = CASES[case]
-    backend = KeyedStateBackend(spark, str(tmp_path / "state"), "stage", max_parallelism=32)
+    backend = keyed(spark, str(tmp_path / "state"), "stage", max_parallelism=32)
     backend.begin_epoch(1, T0)
     write(backend, descriptor, spark.createDataFrame(*batch1))
     handle1 = backend.snapshot(descriptor)
@@ -106,13 +119,13 @@ def test_state_type_write_snapshot_read_restore(spark, tmp_path, case):
     backend.restore(descriptor, handle1)
     assert _as_dict(backend, descriptor) == expect1
     # a fresh backend (a new process) sees the restored content too
-    fresh = KeyedStateBackend(spark, str(tmp_path / "state"), "stage", max_parallelism=32)
+    fresh = keyed(spark, str(tmp_path / "state"), "stage", max_parallelism=32)
     assert _as_dict(fresh, descriptor) == expect1
 
 
-def test_rows_carry_key_group_key_namespace_and_value(spark, tmp_path):
+def test_rows_carry_key_group_key_namespace_and_value(spark, tmp_path, keyed):
     d = ValueStateDescriptor("v", value_type=T.StringType())
-    backend = KeyedStateBackend(spark, str(tmp_path), "s", max_parallelism=8)
+    backend = keyed(spark, str(tmp_path), "s", max_parallelism=8)
     backend.update(d, spark.createDataFrame([("k1", "ns1", "x"), ("k1", "ns2", "y")], "key string, namespace string, value string"))
     rows = backend.read(d).orderBy("namespace").collect()
     assert [(r.key, r.namespace, r.value) for r in rows] == [("k1", "ns1", "x"), ("k1", "ns2", "y")]
@@ -121,23 +134,48 @@ def test_rows_carry_key_group_key_namespace_and_value(spark, tmp_path):
     assert 0 <= expected_group < 8
 
 
-def test_unchanged_values_are_not_rewritten(spark, tmp_path):
+def test_unchanged_values_are_not_rewritten(spark, tmp_path, keyed):
     d = ValueStateDescriptor("v", value_type=T.LongType())
-    backend = KeyedStateBackend(spark, str(tmp_path), "s")
+    backend = keyed(spark, str(tmp_path), "s")
     backend.begin_epoch(1, T0)
     backend.update(d, spark.createDataFrame([(f"k{i}", i) for i in range(20)], "key string, value long"))
     before = backend.snapshot(d)
     backend.begin_epoch(2, T0)
     backend.update(d, spark.createDataFrame([(f"k{i}", i) for i in range(20)], "key string, value long"))
     after = backend.snapshot(d)
-    assert after.version == before.version  # nothing changed: no new Delta version, no bytes
-    assert backend.read(d).where("updated_epoch = 2").count() == 0
+    if keyed.mode == "merge":
+        assert after.version == before.version  # nothing changed: no new Delta version, no bytes
+    assert backend.read(d).where("updated_epoch = 2").count() == 0  # no row rewritten as new
     assert after.rows == 20
 
 
-def test_ttl_hides_expired_and_cleans_up_on_write(spark, tmp_path):
+def test_a_small_table_is_rewritten_and_a_larger_one_merged(spark, tmp_path):
+    from delta.tables import DeltaTable
+
+    d = ValueStateDescriptor("v", value_type=T.LongType())
+    backend = KeyedStateBackend(spark, str(tmp_path), "s", rewrite_below_bytes=20_000)
+    rows = lambda first, n, salt: spark.range(first, first + n).select(  # noqa: E731
+        F.format_string("k%06d", "id").alias("key"), (F.col("id") * 10 + salt).alias("value"))
+
+    def last_operation() -> str:
+        return DeltaTable.forPath(spark, backend.table_path(d)).history(1).first().operation
+
+    backend.update(d, rows(0, 10, 1))
+    assert last_operation() == "WRITE"  # an empty table: below the threshold
+    backend.update(d, rows(5, 10, 2))
+    assert last_operation() == "WRITE" and backend.snapshot(d).rows == 15
+    backend.update(d, rows(15, 5_000, 3))
+    assert backend.snapshot(d).bytes_total > 20_000
+    backend.update(d, rows(0, 3, 4))
+    assert last_operation() == "MERGE"
+    values = _as_dict(backend, d)
+    assert len(values) == 5_015
+    assert [values[f"k{i:06d}"] for i in (0, 2, 3, 5, 14, 15, 5_014)] == [4, 24, 31, 52, 142, 153, 50143]
+
+
+def test_ttl_hides_expired_and_cleans_up_on_write(spark, tmp_path, keyed):
     d = ValueStateDescriptor("seen", value_type=T.BooleanType(), ttl=StateTtlConfig(timedelta(hours=2)))
-    backend = KeyedStateBackend(spark, str(tmp_path), "dedupe")
+    backend = keyed(spark, str(tmp_path), "dedupe")
     backend.begin_epoch(1, T0)
     backend.update(d, spark.createDataFrame([("e1", True), ("e2", True)], "key string, value boolean"))
     backend.begin_epoch(2, T0 + timedelta(hours=1))
@@ -181,14 +219,14 @@ def test_changed_value_type_is_refused_with_names(spark, tmp_path):
         KeyedStateBackend(spark, str(tmp_path), "s").open(ValueStateDescriptor("v", value_type=T.StringType()))
 
 
-def test_bad_descriptors_and_inputs_name_the_problem(spark, tmp_path):
+def test_bad_descriptors_and_inputs_name_the_problem(spark, tmp_path, keyed):
     with pytest.raises(StateDescriptorError, match="invalid state name '1bad'"):
         ValueStateDescriptor("1bad")
     with pytest.raises(StateDescriptorError, match="needs reduce= or py_reduce="):
         ReducingStateDescriptor("r")
     with pytest.raises(StateDescriptorError, match="TTL must be positive"):
         StateTtlConfig(timedelta(0))
-    backend = KeyedStateBackend(spark, str(tmp_path), "s")
+    backend = keyed(spark, str(tmp_path), "s")
     d = ValueStateDescriptor("v", value_type=T.LongType())
     with pytest.raises(StateSchemaError, match=r"missing column\(s\) \['value'\]"):
         backend.update(d, spark.createDataFrame([("a",)], "key string"))

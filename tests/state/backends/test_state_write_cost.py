@@ -22,6 +22,7 @@ def _changed(spark, fraction: float, salt: int):
 def test_bytes_added_scale_with_changed_keys(spark, tmp_path):
     d = ValueStateDescriptor("totals", value_type=T.LongType())
     backend = KeyedStateBackend(spark, str(tmp_path), "agg")
+    backend.rewrite_below_bytes = 0  # the MERGE path (a table this small would be rewritten)
     backend.update(d, spark.range(KEYS).select(F.format_string("user-%06d", F.col("id")).alias("key"), F.col("id").alias("value")))
     full = backend.snapshot(d)
 
