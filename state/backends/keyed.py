@@ -7,8 +7,8 @@ Every keyed state is one Delta table at ``<root>/<stage>/<state>`` with rows
 
 A stage reads the live state as a DataFrame (expired rows hidden), joins it to
 its batch, and hands back new values. Only keys whose value changed are
-written, with one ``MERGE`` per state and epoch; deletion vectors make the
-bytes an epoch adds proportional to the keys it changed, not to the state.
+written, in one commit per state and epoch (:mod:`.keyed_writes`: a ``MERGE``
+with deletion vectors, bytes in proportion to the keys changed, or a small table rewritten).
 Expired rows are deleted by the next write (Flink's cleanup on write).
 
 The table records its maximum parallelism, state type and value schema in its
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable, Iterable
 
@@ -30,6 +30,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from epochal.state.backends import keyed_writes
+from epochal.state.backends.keyed_writes import REWRITE_BELOW_BYTES
 from epochal.state.delta import io as delta_io
 from epochal.state.descriptors import (
     AggregatingStateDescriptor,
@@ -55,27 +57,6 @@ _DELETE = "__epochal_delete"
 _SEVERAL_VALUES = "several new values for one key"
 EPOCH_ZERO = datetime(1970, 1, 1, tzinfo=timezone.utc)
 Fold = Callable[[Column, Column], Column]  # (old value or null, the epoch's new items) -> new value
-_KEY_COLUMNS = ("key_group", "key", "namespace")
-_IN_TARGET, _IN_SOURCE = "__epochal_in_target", "__epochal_in_source"
-#: Tables of at most this many live bytes are rewritten by a state write instead of MERGEd
-#: (see :meth:`KeyedStateBackend._merge`): below it, one overwrite costs less than a MERGE's
-#: fixed Spark jobs; above it, an epoch's bytes should follow the keys it changed. The
-#: configuration's ``spark.state_rewrite_below_mb`` sets it for a deployment.
-REWRITE_BELOW_BYTES = 4 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class _Clauses:
-    """One state write as MERGE clauses: the source rows ``s`` and expressions over ``t`` and ``s``."""
-
-    source: DataFrame
-    matched: Column  # the new value of a matched key
-    inserted: Column  # the value of a key the table lacks
-    delete: Column  # matched: remove the key
-    update: Column  # matched and not deleted: write the new value (else keep the row as it is)
-    insert: Column  # not matched: insert
-    expire_unmatched: bool  # remove the expired rows the source does not name
-    unique_source: bool  # the source holds at most one row per key (else it is checked)
 
 
 @dataclass(frozen=True)
@@ -417,50 +398,30 @@ class KeyedStateBackend:
         self, descriptor: KeyedStateDescriptor, source: DataFrame, *, fold: Fold | None = None,
         drop_if: Callable[[Column], Column] | None = None, unique: bool = True,
     ) -> None:
-        """Write the source's rows into the state: one ``MERGE``, or one rewrite of a small table.
-
-        The clauses (see :meth:`_clauses`) are the same either way. A table of at most
-        :attr:`rewrite_below_bytes` live bytes is rewritten whole by one overwrite whose rows
-        are the MERGE's outcome (a full outer join of the table and the source, one Spark
-        job): a MERGE costs about 18 Spark jobs (materializing its source, finding the files
-        it touches, writing rows and deletion vectors) whatever the table's size, which is
-        most of a small epoch. A larger table is MERGEd, so that an epoch writes bytes in
-        proportion to the keys it changed, not to the state.
-        """
-        from delta.tables import DeltaTable
-
+        """Write the source's rows into the state: one ``MERGE``, or one overwrite of a table of at most
+        :attr:`rewrite_below_bytes` (see :mod:`epochal.state.backends.keyed_writes`); the same rows either way.
+        ``unique``: the source holds at most one row per key (else the rewrite checks it, as a MERGE does)."""
         path = self.open(descriptor)
-        clauses = self._clauses(descriptor, source, fold, drop_if, unique)
-        version, size = delta_io.latest_version_and_bytes(path)
+        clauses = self._clauses(descriptor, source, fold, drop_if)
+        version = keyed_writes.rewrite_version(path, self.rewrite_below_bytes)
         self.fence(f"write state {self.stage}/{descriptor.name}")
         try:
-            if size <= self.rewrite_below_bytes:
-                self._rewrite(descriptor, path, version, clauses)
-                return
-            columns = ["key_group", "key", "namespace", "expires_at", "updated_epoch"]
-            merge = (
-                DeltaTable.forPath(self.spark, path)
-                .alias("t")
-                .merge(clauses.source.alias("s"), " AND ".join(f"t.{c} = s.{c}" for c in _KEY_COLUMNS))
-                .whenMatchedDelete(condition=clauses.delete)
-                .whenMatchedUpdate(
-                    condition=clauses.update, set={**{c: F.col(f"s.{c}") for c in columns}, "value": clauses.matched}
+            if version is None:
+                keyed_writes.merge(
+                    self.spark, path, clauses, expire_unmatched=clauses.expire_unmatched and self._may_hold_expired(path)
                 )
-                .whenNotMatchedInsert(
-                    condition=clauses.insert, values={**{c: F.col(f"s.{c}") for c in columns}, "value": clauses.inserted}
-                )
-            )
-            if clauses.expire_unmatched and self._may_hold_expired(path):
-                merge = merge.whenNotMatchedBySourceDelete(condition=self._expired("t."))
-            merge.execute()
+            else:
+                if not unique:
+                    clauses = replace(clauses, source=self._refuse_duplicate_keys(descriptor, clauses.source))
+                keyed_writes.rewrite(self.spark, path, version, keyed_table_schema(descriptor), clauses)
         except Exception as exc:  # noqa: BLE001 - translate the duplicate-key errors (ours and Delta's)
             self._raise_duplicates(descriptor, exc)
             raise
 
     def _clauses(
         self, descriptor: KeyedStateDescriptor, source: DataFrame, fold: Fold | None,
-        drop_if: Callable[[Column], Column] | None, unique: bool,
-    ) -> _Clauses:
+        drop_if: Callable[[Column], Column] | None,
+    ) -> keyed_writes.WriteClauses:
         """The write's rows (``s``) and its clauses, as expressions over target ``t`` and source ``s``."""
         dtype = descriptor.stored_type
         expired = self._expired("t.")
@@ -476,58 +437,16 @@ class KeyedStateBackend:
         changed = ~(comparable(F.col("t.value"), dtype).eqNullSafe(comparable(matched, dtype)))
         if descriptor.ttl is not None:
             changed = changed | F.lit(True)  # every write restarts the TTL clock
-        return _Clauses(
+        return keyed_writes.WriteClauses(
             source=src,
             matched=matched,
             inserted=inserted,
             delete=delete | drop_if(matched) if drop_if else delete,
             update=~delete & (changed | expired),
             insert=~delete & ~drop_if(inserted) if drop_if else ~delete,
+            expired=expired,
             expire_unmatched=descriptor.ttl is not None,
-            unique_source=unique,
         )
-
-    def _rewrite(self, descriptor: KeyedStateDescriptor, path: str, version: int, clauses: _Clauses) -> None:
-        """Overwrite the table (read at ``version``) with what the MERGE of ``clauses`` would leave.
-
-        Per key: a target row alone stays (unless expired and ``expire_unmatched``); a source
-        row alone is inserted when ``insert`` holds; a matched pair is dropped when ``delete``
-        holds, else updated when ``update`` holds, else left as it was. A condition that is
-        null counts as false, as in a MERGE; several source rows for one key are refused
-        (Delta's MERGE refuses them too).
-        """
-        target = delta_io.read_version(self.spark, path, version).withColumn(_IN_TARGET, F.lit(True))
-        source = clauses.source.withColumn(_IN_SOURCE, F.lit(True))
-        if not clauses.unique_source:
-            source = self._refuse_duplicate_keys(descriptor, source)
-        on = [F.col(f"t.{c}") == F.col(f"s.{c}") for c in _KEY_COLUMNS]
-        joined = target.alias("t").join(source.alias("s"), on[0] & on[1] & on[2], "full_outer")
-        in_t = F.col(f"t.{_IN_TARGET}").isNotNull()
-        in_s = F.col(f"s.{_IN_SOURCE}").isNotNull()
-        both, source_only = in_t & in_s, ~in_t & in_s
-
-        def holds(condition: Column) -> Column:
-            return F.coalesce(condition, F.lit(False))
-
-        updated = both & holds(clauses.update)
-        keep = (
-            F.when(both, ~holds(clauses.delete))
-            .when(source_only, holds(clauses.insert))
-            .otherwise(~holds(self._expired("t.")) if clauses.expire_unmatched else F.lit(True))
-        )
-
-        def pick(column: str, from_update: Column, from_insert: Column) -> Column:
-            return F.when(updated, from_update).when(source_only, from_insert).otherwise(F.col(f"t.{column}")).alias(column)
-
-        rows = joined.where(keep).select(
-            *[
-                pick(field.name, F.col(f"s.{field.name}"), F.col(f"s.{field.name}"))
-                if field.name != "value"
-                else pick("value", clauses.matched, clauses.inserted)
-                for field in keyed_table_schema(descriptor).fields
-            ]
-        )
-        rows.write.format("delta").mode("overwrite").save(path)
 
     def _raise_duplicates(self, descriptor: KeyedStateDescriptor, exc: Exception) -> None:
         """Raise :class:`StateSchemaError` if ``exc`` is a duplicate-key failure (ours or Delta's)."""

@@ -151,17 +151,6 @@ def table_summary(path: str, version: int | None = None) -> TableSummary:
     return TableSummary(version, snapshot.bytes_total, snapshot.rows, schema, dict(snapshot.configuration))
 
 
-def latest_version_and_bytes(path: str) -> tuple[int, int]:
-    """The latest version of a table and its live files' bytes, from the Delta log (no Spark job)."""
-    from epochal.state.delta.log import DeltaLog
-
-    table = DeltaLog(path)
-    version = table.latest_version()
-    if version is None:
-        raise FileNotFoundError(f"no Delta table at {path}")
-    return version, table.snapshot(version).bytes_total
-
-
 def _files_with_rows(path: str) -> list:
     """The latest version's live files that may hold rows (all, without statistics); none without a table."""
     from epochal.state.delta.log import DeltaLog
