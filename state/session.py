@@ -7,7 +7,9 @@ S3A connector the same way (``epochal.state.delta.objectstore``). ``python -m ep
 --warm`` resolves both ahead of time (the Makefile's set-up step), so neither
 a test nor a run downloads jars. The same step leaves a class-data-sharing
 archive that every session's driver JVM maps to start faster
-(:mod:`epochal.state.jvm_archive`).
+(:mod:`epochal.state.jvm_archive`), and the first session to resolve a list of
+packages records the files Ivy gave, which later sessions name directly
+(:mod:`epochal.state.resolved_jars`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from epochal.config import SparkSettings
-from epochal.state import jvm_archive
+from epochal.state import jvm_archive, resolved_jars
 from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -147,20 +149,40 @@ def build_spark_session(
     ``locations`` (landing, warehouse, checkpoints...) decide the extra jars:
     the S3A connector when one of them is on S3.
     """
-    from delta import configure_spark_with_delta_pip
     from pyspark.sql import SparkSession
 
     settings = settings or SparkSettings()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder
-    for key, value in spark_conf(settings, app_name=app_name, locations=locations).items():
-        builder = builder.config(key, value)
-    extra = [p for p in settings.conf.get("spark.jars.packages", "").split(",") if p]
+    conf = spark_conf(settings, app_name=app_name, locations=locations)
+    extra = [p for p in settings.conf.get(resolved_jars.PACKAGES, "").split(",") if p]
     extra += [p for p in spark_packages(locations) if p not in extra]
+    conf[resolved_jars.PACKAGES] = delta_packages(extra)
+    jars = resolved_jars.recorded(conf)
+    if jars is not None:  # resolved before: name the files, as Spark's launcher would after resolving
+        del conf[resolved_jars.PACKAGES]
+        conf[resolved_jars.JARS] = ",".join(jars)
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     with _jvm_stdout_to_stderr():
-        spark = configure_spark_with_delta_pip(builder, extra_packages=extra).getOrCreate()
+        spark = builder.getOrCreate()
+    started = spark.sparkContext.getConf()
+    if jars is None and started.get(resolved_jars.PACKAGES, None) == conf[resolved_jars.PACKAGES]:
+        resolved_jars.remember(conf, started.get(resolved_jars.JARS, None))  # this session resolved them
     spark.sparkContext.setLogLevel(os.environ.get("EPOCHAL_SPARK_LOG_LEVEL", "ERROR"))
     return spark
+
+
+def delta_packages(extra: Sequence[str] = ()) -> str:
+    """``spark.jars.packages`` for Delta (the coordinates delta's pip helper picks for this pyspark), then ``extra``.
+
+    The helper sets them on a builder and accepts nothing else; a throwaway builder's options are read back.
+    """
+    from delta import configure_spark_with_delta_pip
+    from pyspark.sql import SparkSession
+
+    builder = configure_spark_with_delta_pip(SparkSession.Builder(), extra_packages=list(extra))
+    return builder._options[resolved_jars.PACKAGES]
 
 
 class LazySparkSession:
