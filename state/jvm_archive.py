@@ -45,14 +45,23 @@ def archive_path(environ: Mapping[str, str] | None = None) -> Path | None:
     env = os.environ if environ is None else environ
     chosen = env.get(ENV)
     if chosen is not None:
-        return None if chosen.strip().lower() in ("", "off", "none", "false", "0") else Path(chosen)
+        return None if turned_off(chosen) else Path(chosen)
     import pyspark
 
     jars = Path(os.path.realpath(pyspark.__file__)).parent / "jars"
     identity = "|".join((pyspark.__version__, str(jars), _java(env), sys.prefix, jars_fingerprint(jars)))
     digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
-    cache = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache")
-    return cache / "epochal" / "jvm" / f"spark-{pyspark.__version__}-{digest}.jsa"
+    return user_cache(env) / "jvm" / f"spark-{pyspark.__version__}-{digest}.jsa"
+
+
+def user_cache(environ: Mapping[str, str]) -> Path:
+    """epochal's folder in the user's cache: ``$XDG_CACHE_HOME/epochal``, else ``~/.cache/epochal``."""
+    return Path(environ.get("XDG_CACHE_HOME") or Path(environ.get("HOME") or Path.home()) / ".cache") / "epochal"
+
+
+def turned_off(value: str) -> bool:
+    """Whether an environment variable naming a cached file or folder says not to use one (``off``, empty...)."""
+    return value.strip().lower() in ("", "off", "none", "false", "0")
 
 
 def jars_fingerprint(folder: Path) -> str:

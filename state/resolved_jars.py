@@ -3,10 +3,11 @@
 A session asks for Delta (and S3A) by Maven coordinates, ``spark.jars.packages``,
 and Spark's launcher runs Ivy before the driver starts: it reads the Ivy cache,
 resolves the dependency graph and copies the jars into ``<ivy>/jars``, then sets
-``spark.jars`` to the local files it found. That costs 1.6 to 2.6 s of every
-process's start on this project's 2-core machine (a session started in 4.3 s
-with the files named in ``spark.jars`` against 5.9 to 7.5 s resolving), and a
-scheduled run, a CLI command and each test's child process all pay it.
+``spark.jars`` to the local files it found. That costs about a second of every
+process's start on this project's 2-core machine (alternating fresh processes:
+a session started in 4.6 and 5.5 s with the files named in ``spark.jars``
+against 5.6 and 6.2 s resolving), and a scheduled run, a CLI command and each
+test's child process all pay it.
 
 So the first session that resolves a list of packages records the files Spark
 resolved them to (its ``spark.jars``), and a later session asking for the same
@@ -29,6 +30,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from epochal.state.jvm_archive import turned_off, user_cache
+
 ENV = "EPOCHAL_RESOLVED_JARS"
 PACKAGES = "spark.jars.packages"
 JARS = "spark.jars"
@@ -38,9 +41,8 @@ IVY = "spark.jars.ivy"
 def _folder(environ: Mapping[str, str]) -> Path | None:
     chosen = environ.get(ENV)
     if chosen is not None:
-        return None if chosen.strip().lower() in ("", "off", "none", "false", "0") else Path(chosen)
-    cache = Path(environ.get("XDG_CACHE_HOME") or Path(environ.get("HOME") or Path.home()) / ".cache")
-    return cache / "epochal" / "jars"
+        return None if turned_off(chosen) else Path(chosen)
+    return user_cache(environ) / "jars"
 
 
 def record_path(packages: str, ivy: str | None, environ: Mapping[str, str] | None = None) -> Path | None:
