@@ -142,10 +142,15 @@ def _progress(query) -> dict[str, Any]:
 
 def run(landing: str, work: Path, partitions: list[str]) -> dict[str, Any]:
     from epochal.pipeline.examples.clickstream.layout import partition_files
-    from epochal.state.session import build_spark_session
+    from epochal.state.session import build_spark_session, is_short_run
 
+    settings = spark_settings(**STATE_STORE_CONF)
+    # The same choice of the driver's compilers as epochal's runner makes (spark.jit: auto), with the size of
+    # the query's checkpoint (its RocksDB state and logs) as the state's size.
+    state_bytes = sum(f.stat().st_size for f in (work / "checkpoint").rglob("*") if f.is_file())
+    short = is_short_run(settings, len(partitions), state_bytes)
     with Stopwatch() as setup:
-        spark = build_spark_session(spark_settings(**STATE_STORE_CONF), app_name="epochal-bench-ss")
+        spark = build_spark_session(settings, app_name="epochal-bench-ss", short_run=short)
         writer = build_query(spark, work / "input", work)
     reset_jvm_peaks(spark)
     epochs = []

@@ -47,6 +47,14 @@ class CheckpointMode(str, Enum):
     FULL = "full"
 
 
+class Jit(str, Enum):
+    """Which compilers the driver's JVM runs (HotSpot's tiered compilation, or its quick C1 compiler alone)."""
+
+    AUTO = "auto"
+    TIERED = "tiered"
+    QUICK = "quick"
+
+
 class Granularity(str, Enum):
     """The width of one epoch (one time-window partition)."""
 
@@ -90,6 +98,15 @@ class SparkSettings(_Strict):
             "A keyed state table of at most this many MB is rewritten whole by a state write (one Spark job) instead "
             "of MERGEd (about 18 Spark jobs however small the table); a larger one is MERGEd, so that an epoch writes "
             "bytes in proportion to the keys it changed. 0: always MERGE."
+        ),
+    )
+    jit: Jit = Field(
+        default=Jit.AUTO,
+        description=(
+            "The driver JVM's compilers. tiered: HotSpot's default (C1, then C2 for hot code: fastest after a few "
+            "epochs). quick: C1 alone, which compiles a fraction as much: a process that runs one or two small "
+            "epochs ends sooner (a scheduled run). auto: quick for a run of at most two epochs whose state at the "
+            "last checkpoint is below codegen_min_mb, tiered otherwise. The driver only; executors keep their own."
         ),
     )
     conf: SparkConf = Field(

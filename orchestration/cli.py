@@ -161,7 +161,7 @@ def _progress_printer() -> Callable | None:
 def cmd_run(args) -> Any:
     from epochal.pipeline.errors import PipelineFailedError
 
-    runner = _runner(_settings(args))
+    runner = _runner(_settings(args), lazy=True)  # Spark starts once the run knows its length (spark.jit: auto)
     if args.partition and (args.to or args.from_):
         raise CliError("--partition cannot be combined with --from/--to")
     frm, to = (args.partition, args.partition) if args.partition else (args.from_, args.to)

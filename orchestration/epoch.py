@@ -62,7 +62,7 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
         yield from _run_partitions(context, epochal, keys, pipeline_name)
         return
     key = keys[0]
-    runner = epochal.runner()
+    runner = epochal.runner(lazy=True)  # Spark starts once the run knows its length (spark.jit: auto)
     d = runner.d
     durations: dict[int, float | None] = {}  # each checkpoint's statistics read once, for the log and the metadata
 

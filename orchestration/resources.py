@@ -31,6 +31,7 @@ class SparkResource(dg.ConfigurableResource):
     driver_memory: str = "2g"
     codegen_min_mb: float = SparkSettings.model_fields["codegen_min_mb"].default
     state_rewrite_below_mb: float = SparkSettings.model_fields["state_rewrite_below_mb"].default
+    jit: str = SparkSettings.model_fields["jit"].default.value
     conf: Dict[str, str] = {}
 
     @classmethod
@@ -42,11 +43,12 @@ class SparkResource(dg.ConfigurableResource):
             {name: getattr(self, name) for name in SparkSettings.model_fields}
         )
 
-    def session(self, locations: tuple[str, ...] = ()):
-        """The session; ``locations`` on S3 add the S3A connector (see ``epochal.state.delta.objectstore``)."""
+    def session(self, locations: tuple[str, ...] = (), *, short_run: bool = False):
+        """The session; ``locations`` on S3 add the S3A connector (see ``epochal.state.delta.objectstore``);
+        ``short_run``: one or two small epochs (``spark.jit: auto``)."""
         from epochal.state.session import build_spark_session
 
-        return build_spark_session(self.settings(), locations=locations)
+        return build_spark_session(self.settings(), locations=locations, short_run=short_run)
 
 
 class CheckpointStorageResource(dg.ConfigurableResource):
@@ -108,7 +110,7 @@ class EpochalResource(dg.ConfigurableResource):
 
         settings = self.settings()
 
-        def start():
-            return self.spark.session(tuple(settings.storage_locations()))
+        def start(short_run: bool = False):
+            return self.spark.session(tuple(settings.storage_locations()), short_run=short_run)
 
         return EpochRunner(build_deployment(settings, LazySparkSession(start) if lazy else start()))

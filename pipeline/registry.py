@@ -138,8 +138,8 @@ def build_deployment(settings: Settings, spark=None, *, clock=None, lazy: bool =
 
     pipeline = build_pipeline(settings)
     if spark is None:
-        def start():
-            return build_spark_session(settings.spark, locations=settings.storage_locations())
+        def start(short_run: bool = False):
+            return build_spark_session(settings.spark, locations=settings.storage_locations(), short_run=short_run)
 
         spark = LazySparkSession(start) if lazy else start()
     return Deployment(settings, spark, pipeline, clock=clock)

@@ -27,6 +27,7 @@ from epochal.pipeline.lease import leased
 from epochal.pipeline.recovery import Recovery, Restored
 from epochal.pipeline.savepoints import take_savepoint
 from epochal.pipeline.sinks import refuse_written_sinks
+from epochal.state.session import LazySparkSession, driver_jit, is_short_run
 
 log = logging.getLogger("epochal.runner")
 
@@ -70,9 +71,12 @@ class EpochReport:
 class RunReport:
     epochs: list[EpochReport] = field(default_factory=list)
     restored: Restored | None = None
+    #: The driver JVM's compilers (``spark.jit``): ``quick`` or ``tiered``; None when the run started no Spark.
+    jit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epochs": [e.to_dict() for e in self.epochs], "restored": None if self.restored is None else self.restored.to_dict()}
+        restored = None if self.restored is None else self.restored.to_dict()
+        return {"epochs": [e.to_dict() for e in self.epochs], "restored": restored, "jit": self.jit}
 
 
 class EpochRunner:
@@ -97,6 +101,7 @@ class EpochRunner:
         """
         if (failure := self.d.coordinator.pipeline_failure) is not None:
             raise PipelineFailedError(str(failure))
+        self.expect_run(to=to, now=now, from_=from_)
         report = RunReport()
         report.restored, recovered_by_backfill = self.recovery.before_run(from_)
         progress = self.d.progress.load()
@@ -139,7 +144,27 @@ class EpochRunner:
                     f"{f' ({done.checkpoint_detail})' if done.checkpoint_detail else ''}; {failure}",
                     epoch=epoch, partition=done.partition, report=report,
                 )
+        report.jit = driver_jit(self.d.spark)
         return report
+
+    def expect_run(self, *, to: str | None = None, now: datetime | None = None, from_: str | None = None) -> None:
+        """Tell a session not started yet how long the process's run is, before anything starts it (``spark.jit:
+        auto``): the epochs from the state's position (or ``from_``) to ``to``, and the state's size at the last
+        checkpoint. The first word counts: a process that calls :meth:`run` once per epoch says so first."""
+        spark = self.d.spark
+        if not isinstance(spark, LazySparkSession) or spark.started or spark.expected:
+            return
+        try:
+            position = self.d.progress.load().last_done_epoch
+            first = (position + 1) if position is not None else 0
+            if from_ is not None:
+                first = min(first, self.d.partitioning.epoch(from_))
+            epochs = self._last_epoch(to, now) - first + 1
+            latest = self.d.coordinator.store.latest()
+        except Exception:  # noqa: BLE001 - the run itself reports a bad key or storage
+            return
+        state_bytes = latest.metadata.state_bytes if latest is not None else 0
+        spark.expect(short_run=is_short_run(self.d.settings.spark, epochs, state_bytes))
 
     def _last_epoch(self, to: str | None, now: datetime | None) -> int:
         if to is not None:

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from epochal.config import SparkSettings
+from epochal.config import Jit, SparkSettings
 from epochal.state import jvm_archive, resolved_jars
 from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
@@ -65,6 +65,43 @@ SESSION_DEFAULTS = {
 }
 
 
+#: HotSpot's C1 compiler alone, with the code cache tiered compilation would have (C1 alone gets 48 MB,
+#: which an epoch of the example fills: its sweeper then flushes and recompiles).
+QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+#: The most epochs a run may have for ``spark.jit: auto`` to choose the quick compiler.
+SHORT_RUN_EPOCHS = 2
+
+
+def is_short_run(settings: SparkSettings, epochs: int, state_bytes: int) -> bool:
+    """Whether ``spark.jit: auto`` starts the driver with the quick compiler for a run of ``epochs`` epochs.
+
+    In a fresh JVM, C2 (the optimizing compiler) spends more CPU than the epoch itself: an epoch of the
+    example at 5k events used 24 s of C2 time and 15 s on the driver's main thread, on two cores (README.md,
+    Performance). C1 alone compiles a fraction of that and makes the first epoch and the start faster, but
+    its code is slower once warm: from the third epoch on, and for large data, tiered compilation wins.
+    """
+    small = state_bytes < settings.codegen_min_mb * 1024 * 1024
+    return 0 < epochs <= SHORT_RUN_EPOCHS and small
+
+
+def jit_conf(settings: SparkSettings, conf: Mapping[str, str], *, short: bool) -> dict[str, str]:
+    """The driver JVM options ``spark.jit`` asks for, added to the ones ``conf`` already has."""
+    quick = settings.jit is Jit.QUICK or (settings.jit is Jit.AUTO and short)
+    if not quick:
+        return {}
+    current = conf.get(jvm_archive.OPTION, "")
+    return {jvm_archive.OPTION: f"{current} {QUICK_JIT}".strip()}
+
+
+def driver_jit(spark: Any) -> str | None:
+    """``quick`` or ``tiered``: the compilers the driver's JVM runs (its command line), None without a session."""
+    spark = started_session(spark)
+    if spark is None:
+        return None
+    arguments = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    return "quick" if any(str(a) == "-XX:TieredStopAtLevel=1" for a in arguments) else "tiered"
+
+
 def _is_local(master: str) -> bool:
     return master.startswith("local")
 
@@ -91,11 +128,13 @@ def spark_conf(
     app_name: str = "epochal",
     locations: Sequence[str] = (),
     environ: Mapping[str, str] | None = None,
+    short_run: bool = False,
 ) -> dict[str, str]:
     """The full Spark configuration epochal runs with (pure: testable without a JVM).
 
     ``locations`` are the deployment's storage roots: one on S3 adds the S3A
     settings derived from ``environ`` (endpoint, region; never credentials).
+    ``short_run``: the process runs one or two small epochs (:func:`is_short_run`), for ``spark.jit: auto``.
     """
     cores = _local_cores(settings.master) if _is_local(settings.master) else settings.parallelism
     shuffle = settings.shuffle_partitions or max(settings.parallelism, cores)
@@ -119,6 +158,7 @@ def spark_conf(
     if ivy:
         conf["spark.jars.ivy"] = ivy
     conf.update(jvm_archive.use_options(os.environ if environ is None else environ))
+    conf.update(jit_conf(settings, conf, short=short_run))
     conf.update(settings.conf)
     return conf
 
@@ -142,18 +182,22 @@ def _jvm_stdout_to_stderr():
 
 
 def build_spark_session(
-    settings: SparkSettings | None = None, *, app_name: str = "epochal", locations: Sequence[str] = ()
+    settings: SparkSettings | None = None,
+    *,
+    app_name: str = "epochal",
+    locations: Sequence[str] = (),
+    short_run: bool = False,
 ):
     """Return the process's SparkSession with Delta configured (created once per JVM).
 
     ``locations`` (landing, warehouse, checkpoints...) decide the extra jars:
-    the S3A connector when one of them is on S3.
+    the S3A connector when one of them is on S3. ``short_run``: see :func:`spark_conf`.
     """
     from pyspark.sql import SparkSession
 
     settings = settings or SparkSettings()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    conf = spark_conf(settings, app_name=app_name, locations=locations)
+    conf = spark_conf(settings, app_name=app_name, locations=locations, short_run=short_run)
     extra = [p for p in settings.conf.get(resolved_jars.PACKAGES, "").split(",") if p]
     extra += [p for p in spark_packages(locations) if p not in extra]
     conf[resolved_jars.PACKAGES] = delta_packages(extra)
@@ -194,13 +238,28 @@ class LazySparkSession:
     without starting it.
     """
 
-    def __init__(self, factory: Callable[[], Any]) -> None:
+    def __init__(self, factory: Callable[..., Any]) -> None:
         self._factory = factory
         self._session: Any = None
+        self._short_run: bool | None = None
+
+    def expect(self, *, short_run: bool) -> None:
+        """Say, before the session starts, whether the process runs a short run (``spark.jit: auto``);
+        the factory gets it as ``short_run=``. Too late once started: then it changes nothing."""
+        self._short_run = short_run
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    @property
+    def expected(self) -> bool:
+        """Whether :meth:`expect` was called."""
+        return self._short_run is not None
 
     def get(self) -> Any:
         if self._session is None:
-            self._session = self._factory()
+            self._session = self._factory(short_run=bool(self._short_run))
         return self._session
 
     def __getattr__(self, name: str) -> Any:

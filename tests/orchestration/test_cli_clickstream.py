@@ -72,6 +72,7 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     report = _ok(_epochal(deployment, "run", "--to", PARTITIONS[-1]))
     assert report["restored"]["epoch"] == 0
     assert [e["epoch"] for e in report["epochs"]] == [1, 2]
+    assert report["jit"] == "quick"  # two small epochs: the driver ran C1 alone (spark.jit: auto)
     _check_sinks(spark, deployment)
 
     listed = _ok(_epochal(deployment, "checkpoints", "list", env=NO_JVM))["checkpoints"]  # no JVM needed, none started

@@ -89,7 +89,9 @@ def test_the_cli_runs_a_pipeline_named_by_its_import_path(spark, project):
         capture_output=True, text=True, timeout=900, cwd=project,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert [e["checkpoint_status"] for e in json.loads(result.stdout)["epochs"]] == ["completed"] * 3
+    report = json.loads(result.stdout)
+    assert [e["checkpoint_status"] for e in report["epochs"]] == ["completed"] * 3
+    assert report["jit"] == "tiered"  # three epochs: C2 pays off (spark.jit: auto)
     assert _sink(spark, project) == {"a": 111, "b": 7}
 
 
