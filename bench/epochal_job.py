@@ -69,7 +69,6 @@ def run(config: str, partitions: list[str]) -> dict[str, Any]:
         deployment = build_deployment(load_settings(config), lazy=True)
         runner = EpochRunner(deployment)
         runner.expect_run(to=partitions[-1])  # the whole run's length, as `epochal run --to` would (spark.jit)
-        deployment.spark.get()
     reset_jvm_peaks(deployment.spark)
     epochs = []
     for partition in partitions:

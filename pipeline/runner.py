@@ -148,23 +148,29 @@ class EpochRunner:
         return report
 
     def expect_run(self, *, to: str | None = None, now: datetime | None = None, from_: str | None = None) -> None:
-        """Tell a session not started yet how long the process's run is, before anything starts it (``spark.jit:
-        auto``): the epochs from the state's position (or ``from_``) to ``to``, and the state's size at the last
-        checkpoint. The first word counts: a process that calls :meth:`run` once per epoch says so first."""
+        """Start a session not started yet for this run (``spark.jit: auto``): tell it how long the run is, the
+        epochs from the state's position (or ``from_``) to ``to`` and the state's size at the last checkpoint,
+        then start it when there is an epoch to run, before the epoch protocol marks anything in progress (a JVM
+        that cannot start fails the run with nothing touched). A run with nothing to do starts no JVM. The first
+        word counts: a process that calls :meth:`run` once per epoch says how many first."""
         spark = self.d.spark
-        if not isinstance(spark, LazySparkSession) or spark.started or spark.expected:
+        if not isinstance(spark, LazySparkSession) or spark.started:
             return
-        try:
-            position = self.d.progress.load().last_done_epoch
-            first = (position + 1) if position is not None else 0
-            if from_ is not None:
-                first = min(first, self.d.partitioning.epoch(from_))
-            epochs = self._last_epoch(to, now) - first + 1
-            latest = self.d.coordinator.store.latest()
-        except Exception:  # noqa: BLE001 - the run itself reports a bad key or storage
-            return
-        state_bytes = latest.metadata.state_bytes if latest is not None else 0
-        spark.expect(short_run=is_short_run(self.d.settings.spark, epochs, state_bytes))
+        if not spark.expected:
+            try:
+                position = self.d.progress.load().last_done_epoch
+                first = (position + 1) if position is not None else 0
+                if from_ is not None:
+                    first = min(first, self.d.partitioning.epoch(from_))
+                epochs = self._last_epoch(to, now) - first + 1
+                latest = self.d.coordinator.store.latest()
+            except Exception:  # noqa: BLE001 - the run itself reports a bad key or storage, before any Spark
+                return
+            if epochs <= 0:
+                return
+            state_bytes = latest.metadata.state_bytes if latest is not None else 0
+            spark.expect(short_run=is_short_run(self.d.settings.spark, epochs, state_bytes))
+        spark.get()
 
     def _last_epoch(self, to: str | None, now: datetime | None) -> int:
         if to is not None:

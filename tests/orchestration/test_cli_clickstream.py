@@ -94,6 +94,8 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     assert restored["epoch"] == 1 and restored["sinks_by_content"] == []
     _ok(_epochal(deployment, "run", "--to", PARTITIONS[-1]))
     _check_sinks(spark, deployment)
+    idle = _ok(_epochal(deployment, "run", "--to", PARTITIONS[-1], env=NO_JVM))  # nothing to run: no JVM started
+    assert idle["epochs"] == [] and idle["jit"] is None
 
     rows = _ok(_epochal(deployment, "state", "read", "dedupe", "seen", "--limit", "5"))["rows"]
     assert rows and {"key_group", "key", "namespace", "value"} <= set(rows[0])
