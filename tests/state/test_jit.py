@@ -60,7 +60,7 @@ def test_a_bad_value_is_refused_naming_the_key(tmp_path):
         load_settings(path)
 
 
-def test_a_lazy_session_passes_what_it_was_told_and_the_first_word_counts():
+def test_a_lazy_session_passes_what_it_was_told_to_its_factory_and_starts_once():
     made = []
     lazy = LazySparkSession(lambda short_run: made.append(short_run) or object())
     assert not lazy.expected and not lazy.started and driver_jit(lazy) is None
