@@ -37,7 +37,8 @@ def spark_settings(*, event_log: str | None = None, **conf: str) -> SparkSetting
     """The Spark settings both sides run with (``event_log``: a folder for Spark's event log).
 
     ``EPOCHAL_BENCH_EVENT_LOG`` turns the event log on for every process (for ``bench.profile``);
-    ``EPOCHAL_BENCH_JIT`` sets ``spark.jit`` on both sides (``tiered``, ``quick``; default ``auto``).
+    ``EPOCHAL_BENCH_JIT`` sets ``spark.jit`` on both sides (``tiered``, ``quick``; default ``auto``), and
+    ``EPOCHAL_BENCH_GC`` ``spark.gc`` (``jvm``; default ``parallel``).
     """
     extra = dict(conf)
     event_log = event_log or os.environ.get("EPOCHAL_BENCH_EVENT_LOG")
@@ -49,7 +50,7 @@ def spark_settings(*, event_log: str | None = None, **conf: str) -> SparkSetting
                   "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}
     return SparkSettings(
         master=MASTER, parallelism=2, max_parallelism=128, shuffle_partitions=2, driver_memory=DRIVER_MEMORY,
-        jit=os.environ.get("EPOCHAL_BENCH_JIT", "auto"), conf=extra,
+        jit=os.environ.get("EPOCHAL_BENCH_JIT", "auto"), gc=os.environ.get("EPOCHAL_BENCH_GC", "parallel"), conf=extra,
     )
 
 

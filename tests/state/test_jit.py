@@ -40,7 +40,7 @@ def test_the_quick_options_join_the_class_archive_and_the_users_own_options_win(
     archive.write_bytes(b"")
     environ = {jvm_archive.ENV: str(archive)}
     options = _options(SparkSettings(jit="quick"), short=True, environ=environ)
-    assert options.startswith(f"-XX:SharedArchiveFile={archive}") and options.endswith(QUICK_JIT)
+    assert options.startswith(f"-XX:SharedArchiveFile={archive}") and QUICK_JIT in options
     own = SparkSettings(jit="quick", conf={jvm_archive.OPTION: "-Xss4m"})
     assert _options(own, short=True, environ=environ) == "-Xss4m"
 
