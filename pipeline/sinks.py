@@ -2,7 +2,9 @@
 
 - APPEND sinks carry an ``epoch`` column; writing epoch ``e`` replaces the rows
   of epoch ``e`` in one Delta commit (``replaceWhere epoch = e``), so a replayed
-  epoch never duplicates output, whatever instant the crash happened at.
+  epoch never duplicates output, whatever instant the crash happened at. When the
+  Delta log's file statistics show no row of ``e`` (the usual case: not a replay),
+  the commit is a plain append, which needs no scan of the table.
 - UPSERT sinks receive full values (not increments) for the keys that changed
   and ``MERGE`` them on their natural keys: writing the same epoch twice is a
   no-op.
@@ -113,15 +115,30 @@ class DeltaSink:
 
     def _write(self, rows: DataFrame, epoch: int) -> None:
         if self.spec.mode is SinkMode.APPEND:
-            (
-                rows.withColumn(EPOCH_COLUMN, F.lit(epoch).cast("long"))
-                .write.format("delta")
-                .mode("overwrite")
-                .option("replaceWhere", f"{EPOCH_COLUMN} = {int(epoch)}")
-                .save(self.path)
-            )
+            writer = rows.withColumn(EPOCH_COLUMN, F.lit(epoch).cast("long")).write.format("delta")
+            if self._holds_epoch(epoch):
+                writer = writer.mode("overwrite").option("replaceWhere", f"{EPOCH_COLUMN} = {int(epoch)}")
+            else:  # nothing to replace: a plain append skips the DELETE's scan (a Spark job and its planning)
+                writer = writer.mode("append")
+            writer.save(self.path)
         else:
             self._upsert(rows)
+
+    def _holds_epoch(self, epoch: int) -> bool:
+        """Whether the table may hold rows of ``epoch`` (a replay): False only when every live file's statistics
+        (the Delta log, read without Spark) put its ``epoch`` column outside it; True without statistics."""
+        from epochal.state.delta.log import DeltaLog
+
+        log = DeltaLog(self.path)
+        version = log.latest_version()
+        if version is None:
+            return True
+        for live in log.snapshot(version).files:
+            low = (live.min_values or {}).get(EPOCH_COLUMN)
+            high = (live.max_values or {}).get(EPOCH_COLUMN)
+            if low is None or high is None or int(low) <= epoch <= int(high):
+                return True
+        return False
 
     def _upsert(self, rows: DataFrame) -> None:
         from delta.tables import DeltaTable

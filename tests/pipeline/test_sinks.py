@@ -49,3 +49,25 @@ def test_a_misplaced_delete_column_is_refused_naming_the_sink(kwargs, message):
     with pytest.raises(ValueError, match=message) as info:
         SinkSpec("totals", "s.out", schema=SCHEMA, **kwargs)
     assert "totals" in str(info.value)
+
+
+def _commit(sink: DeltaSink) -> dict:
+    """The latest commit's ``commitInfo`` (mode and predicate of a WRITE)."""
+    from epochal.state.delta.log import DeltaLog
+
+    log = DeltaLog(sink.path)
+    return next(a["commitInfo"] for a in log._commit(log.latest_version()) if "commitInfo" in a)
+
+
+def test_an_append_sink_appends_a_new_epoch_and_replaces_a_replayed_one(spark, tmp_path):
+    """The Delta log's file statistics tell a new epoch (a plain append, no scan) from a replay (replaceWhere)."""
+    sink = DeltaSink(spark, str(tmp_path), SinkSpec("events", "s.out", SinkMode.APPEND, SCHEMA))
+    sink.write(spark.createDataFrame([("a", 1), ("b", 2)], SCHEMA), 0)
+    assert _commit(sink)["operationParameters"]["mode"] == "Append"
+    sink.write(spark.createDataFrame([("c", 3)], SCHEMA), 1)
+    assert _commit(sink)["operationParameters"]["mode"] == "Append"
+    assert sink.write(spark.createDataFrame([("a", 1), ("d", 4)], SCHEMA), 0) == 2  # epoch 0 again: replaced
+    replay = _commit(sink)["operationParameters"]
+    assert replay["mode"] == "Overwrite" and "epoch = 0" in replay.get("predicate", "")
+    rows = sorted((r.key, r.epoch) for r in spark.read.format("delta").load(sink.path).collect())
+    assert rows == [("a", 0), ("c", 1), ("d", 0)]  # no duplicate, epoch 1 untouched
