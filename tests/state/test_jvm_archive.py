@@ -17,12 +17,12 @@ OPTION = "spark.driver.defaultJavaOptions"
 def test_sessions_map_the_archive_only_when_it_exists(tmp_path):
     archive = tmp_path / "spark.jsa"
     env = {jvm_archive.ENV: str(archive)}
-    assert OPTION not in spark_conf(SparkSettings(), environ=env), "no archive yet: no option"
+    assert "SharedArchiveFile" not in spark_conf(SparkSettings(), environ=env).get(OPTION, ""), "no archive yet"
     archive.write_bytes(b"written by the set-up step")
     options = spark_conf(SparkSettings(conf={"spark.driver.extraJavaOptions": "-Dmine=1"}), environ=env)
     assert f"-XX:SharedArchiveFile={archive}" in options[OPTION].split()
     assert options["spark.driver.extraJavaOptions"] == "-Dmine=1", "the user's own JVM options are left alone"
-    assert OPTION not in spark_conf(SparkSettings(), environ={jvm_archive.ENV: "off"})
+    assert "SharedArchiveFile" not in spark_conf(SparkSettings(), environ={jvm_archive.ENV: "off"}).get(OPTION, "")
     own = spark_conf(SparkSettings(conf={OPTION: "-Xss4m"}), environ=env)
     assert own[OPTION] == "-Xss4m", "a configuration's own default JVM options replace ours"
 
