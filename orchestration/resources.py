@@ -32,6 +32,7 @@ class SparkResource(dg.ConfigurableResource):
     codegen_min_mb: float = SparkSettings.model_fields["codegen_min_mb"].default
     state_rewrite_below_mb: float = SparkSettings.model_fields["state_rewrite_below_mb"].default
     jit: str = SparkSettings.model_fields["jit"].default.value
+    gc: str = SparkSettings.model_fields["gc"].default.value
     conf: Dict[str, str] = {}
 
     @classmethod
