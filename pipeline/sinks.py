@@ -90,8 +90,9 @@ class DeltaSink:
 
         self.fence(f"write sink {self.spec.name} (epoch {epoch})")
         self.ensure()
-        before = DeltaLog(self.path).latest_version()
-        self._write(self._conform(df, deletions=True), epoch)
+        log = DeltaLog(self.path)
+        before = log.latest_version()
+        self._write(self._conform(df, deletions=True), epoch, log, before)
         return self._rows_written(before)
 
     def _rows_written(self, before: int | None) -> int | None:
@@ -113,32 +114,16 @@ class DeltaSink:
             return None
         return sum(int(metrics[k]) for k in keys)
 
-    def _write(self, rows: DataFrame, epoch: int) -> None:
+    def _write(self, rows: DataFrame, epoch: int, log, version: int | None) -> None:
         if self.spec.mode is SinkMode.APPEND:
             writer = rows.withColumn(EPOCH_COLUMN, F.lit(epoch).cast("long")).write.format("delta")
-            if self._holds_epoch(epoch):
+            if _holds_epoch(log, version, epoch):
                 writer = writer.mode("overwrite").option("replaceWhere", f"{EPOCH_COLUMN} = {int(epoch)}")
             else:  # nothing to replace: a plain append skips the DELETE's scan (a Spark job and its planning)
                 writer = writer.mode("append")
             writer.save(self.path)
         else:
             self._upsert(rows)
-
-    def _holds_epoch(self, epoch: int) -> bool:
-        """Whether the table may hold rows of ``epoch`` (a replay): False only when every live file's statistics
-        (the Delta log, read without Spark) put its ``epoch`` column outside it; True without statistics."""
-        from epochal.state.delta.log import DeltaLog
-
-        log = DeltaLog(self.path)
-        version = log.latest_version()
-        if version is None:
-            return True
-        for live in log.snapshot(version).files:
-            low = (live.min_values or {}).get(EPOCH_COLUMN)
-            high = (live.max_values or {}).get(EPOCH_COLUMN)
-            if low is None or high is None or int(low) <= epoch <= int(high):
-                return True
-        return False
 
     def _upsert(self, rows: DataFrame) -> None:
         from delta.tables import DeltaTable
@@ -255,3 +240,16 @@ def forward_gap(sinks: dict[str, DeltaSink], position: int | None, restored_epoc
         f"{', '.join(appends)} hold no rows of epochs {position + 1}..{restored_epoch}, dropped when they were "
         f"rewound. To have them, restore a checkpoint or savepoint at or before epoch {position} and run on."
     )
+
+
+def _holds_epoch(log, version: int | None, epoch: int) -> bool:
+    """Whether an append sink's table (``log`` at ``version``) may hold rows of ``epoch`` (a replay): False only
+    when every live file's statistics (the Delta log, read without Spark) put its ``epoch`` column outside it."""
+    if version is None:
+        return True
+    for live in log.snapshot(version).files:
+        low = (live.min_values or {}).get(EPOCH_COLUMN)
+        high = (live.max_values or {}).get(EPOCH_COLUMN)
+        if low is None or high is None or int(low) <= epoch <= int(high):
+            return True
+    return False

@@ -88,10 +88,12 @@ def is_short_run(settings: SparkSettings, epochs: int, state_bytes: int) -> bool
 def jit_conf(settings: SparkSettings, conf: Mapping[str, str], *, short: bool) -> dict[str, str]:
     """The driver JVM options ``spark.jit`` asks for, added to the ones ``conf`` already has."""
     quick = settings.jit is Jit.QUICK or (settings.jit is Jit.AUTO and short)
-    if not quick:
-        return {}
-    current = conf.get(jvm_archive.OPTION, "")
-    return {jvm_archive.OPTION: f"{current} {QUICK_JIT}".strip()}
+    return _driver_option(conf, QUICK_JIT) if quick else {}
+
+
+def _driver_option(conf: Mapping[str, str], option: str) -> dict[str, str]:
+    """``option`` added to the driver JVM's default options ``conf`` already has."""
+    return {jvm_archive.OPTION: f"{conf.get(jvm_archive.OPTION, '')} {option}".strip()}
 
 
 #: HotSpot's throughput collector (``spark.gc: parallel``). A warm epoch of the example at 5k events spent some
@@ -112,8 +114,7 @@ def gc_conf(settings: SparkSettings, conf: Mapping[str, str], environ: Mapping[s
     elsewhere += [environ.get(name, "") for name in _JAVA_ENV]
     if any(_COLLECTOR.search(options) for options in elsewhere):
         return {}
-    current = conf.get(jvm_archive.OPTION, "")
-    return {jvm_archive.OPTION: f"{current} {PARALLEL_GC}".strip()}
+    return _driver_option(conf, PARALLEL_GC)
 
 
 def driver_gc(spark: Any) -> list[str]:
