@@ -182,8 +182,7 @@ class KeyedStateBackend:
         ``values`` and ``lookup`` read through here.
         """
         path = self.open(descriptor)
-        pinned = version if version is not None else delta_io.current_version(self.spark, path)
-        return self._live(delta_io.read_version(self.spark, path, pinned))
+        return self._live(delta_io.read_pinned(self.spark, path, version))
 
     def read_for_parallelism(self, descriptor: KeyedStateDescriptor, parallelism: int) -> DataFrame:
         """Live rows with the ``subtask`` owning each key group, one Spark partition per subtask range."""

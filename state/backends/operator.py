@@ -144,8 +144,7 @@ class OperatorStateBackend:
     def read_raw(self, descriptor: OperatorStateDescriptor, version: int | None = None) -> DataFrame:
         """The stored rows, pinned at the call (the Delta version of this moment, or ``version``)."""
         path = self.open(descriptor)
-        pinned = version if version is not None else delta_io.current_version(self.spark, path)
-        return delta_io.read_version(self.spark, path, pinned)
+        return delta_io.read_pinned(self.spark, path, version)
 
     def read(self, descriptor: OperatorStateDescriptor, parallelism: int) -> DataFrame:
         """The state as seen by ``parallelism`` subtasks: subtask, [map_key,] value (redistributed)."""

@@ -397,8 +397,7 @@ def _wide_state(backend: KeyedStateBackend, descriptors: Sequence[KeyedStateDesc
     parts = []
     for i, d in enumerate(descriptors):
         path = backend.open(d)
-        version = delta_io.current_version(backend.spark, path)
-        live = backend._live(delta_io.read_version(backend.spark, path, version))
+        live = backend._live(delta_io.read_pinned(backend.spark, path))
         cols = [F.col("key").cast(key_type).alias("key"), F.col("namespace")]
         cols += [
             (F.col("value") if j == i else F.lit(None).cast(dj.stored_type)).alias(f"__s{j}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -196,8 +197,68 @@ def current_version(spark, path: str) -> int:
     return int(_jvm_snapshot(spark, path)[1].version())
 
 
-def read_version(spark, path: str, version: int | None = None):
+def read_version(spark, path: str, version: int | None = None, *, log=None):
+    """The rows of ``version`` of the table (the latest, as Delta sees it at each evaluation, when None);
+    ``log``: the table's :class:`~epochal.state.delta.log.DeltaLog` when the caller has one."""
+    if version is not None:
+        direct = read_files(spark, path, version, log=log)
+        if direct is not None:
+            return direct
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)
     return reader.load(path)
+
+
+def read_pinned(spark, path: str, version: int | None = None):
+    """The rows of ``version``, or of the latest version at the call: the frame shows that version however late
+    Spark evaluates it."""
+    from epochal.state.delta.log import DeltaLog
+
+    log = DeltaLog(path)
+    if version is None:
+        version = log.latest_version()
+        if version is None:
+            raise FileNotFoundError(f"no Delta table at {path}")
+    return read_version(spark, path, version, log=log)
+
+
+#: Reader features whose tables read the same through Spark's parquet reader as through Delta's, as long as no
+#: live file has a deletion vector (checked per version).
+_PLAIN_READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+_GLOB = re.compile(r"[*?\[\]{}\\]")
+
+
+def read_files(spark, path: str, version: int, *, log=None):
+    """The rows of ``version`` read straight from the parquet files its log lists, or None where only Delta's reader
+    reads them right (deletion vectors, column mapping, partition columns, other reader features).
+
+    Reading a version through Delta (``versionAsOf``) builds a snapshot of it: a few Spark jobs and their planning
+    on the driver, even for a table of one file (README.md, Performance). The log replay here is metadata read with
+    fsspec; the files of a version never change, so the frame is pinned to it.
+    """
+    from epochal.state.delta.log import DeltaLog
+    from epochal.state.delta.paths import to_spark
+    from epochal.state.errors import SnapshotUnavailable
+
+    log = log or DeltaLog(path)
+    try:
+        snapshot = log.snapshot(version)
+    except SnapshotUnavailable:
+        return None  # Delta's reader says what is wrong, in its words
+    metadata, protocol = snapshot.metadata or {}, snapshot.protocol or {}
+    features = set(protocol.get("readerFeatures") or ())
+    if (
+        metadata.get("partitionColumns")
+        or snapshot.configuration.get("delta.columnMapping.mode", "none") != "none"
+        or not features <= _PLAIN_READER_FEATURES
+        or any(f.dv_path or (f.action or {}).get("deletionVector") for f in snapshot.files)
+    ):
+        return None
+    schema = snapshot.schema
+    if not snapshot.files:
+        return spark.createDataFrame([], schema)
+    files = [to_spark(f.path if "://" in f.path else log.physical_url(f.path)) for f in snapshot.files]
+    if any(_GLOB.search(f) for f in files):
+        return None  # Spark would expand them as patterns
+    return spark.read.schema(schema).parquet(*files)
