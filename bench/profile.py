@@ -2,7 +2,7 @@
 
 ``python -m bench.profile EVENT_LOG [--pyspy COLLAPSED] [--top 25]`` prints, from
 a Spark event log, every job's duration grouped by the Python line that
-started it (``callSite.short``), the SQL executions grouped by description,
+started it (``callSite.short``: the epoch step's label for epochal's jobs), the SQL executions grouped by description,
 and the time the driver spent between jobs; with ``--pyspy``, the Python
 functions (inclusive wall time, ``py-spy record --idle --format raw``) whose
 names come from this repository.

@@ -248,7 +248,23 @@ def build_spark_session(
     if jars is None and started.get(resolved_jars.PACKAGES, None) == conf[resolved_jars.PACKAGES]:
         resolved_jars.remember(conf, started.get(resolved_jars.JARS, None))  # this session resolved them
     spark.sparkContext.setLogLevel(os.environ.get("EPOCHAL_SPARK_LOG_LEVEL", "ERROR"))
+    _import_helpers(spark)
     return spark
+
+
+#: The JVM classes PySpark names by their short names on every ``F.*`` call and column conversion. py4j finds a
+#: short name through the gateway's star imports in turn, each miss a class-loader search of every jar (some
+#: milliseconds: a second of an epoch's driver time); imported by full name, the first lookup finds it.
+_HELPER_CLASSES = ("org.apache.spark.api.python.PythonUtils", "org.apache.spark.sql.api.python.PythonSQLUtils")
+
+
+def _import_helpers(spark) -> None:
+    from py4j.java_gateway import java_import
+
+    jvm = getattr(spark.sparkContext, "_jvm", None)
+    if jvm is not None:
+        for name in _HELPER_CLASSES:
+            java_import(jvm, name)
 
 
 def delta_packages(extra: Sequence[str] = ()) -> str:

@@ -2,15 +2,15 @@
 
 The runner times every step of the epoch transaction (``EpochReport.steps``), counts the Spark jobs
 each ran through a job group of its own, and labels every Delta commit with the epoch and step
-(``userMetadata``, which delta-rs reads too); the caller's job group, description and user
-metadata are left as they were.
+(``userMetadata``, which delta-rs reads too) and names its jobs' stages (Spark's call site); the
+caller's job group, description, call site and user metadata are left as they were.
 """
 
 from __future__ import annotations
 
 from deltalake import DeltaTable
 
-from epochal.pipeline.steps import USER_METADATA, step_label
+from epochal.pipeline.steps import USER_METADATA, StepClock, step_label
 
 from tests.pipeline.test_runner import _deploy, _runner
 
@@ -56,3 +56,22 @@ def test_each_step_is_timed_its_jobs_counted_and_its_commits_labelled(spark, tmp
     assert rows["begin"]["delta_commits"] == 0
     assert rows["epoch"]["spark_jobs"] == last.spark_jobs and rows["epoch"]["seconds"] == last.duration_s
     assert rows["epoch"]["compiled"] == last.compiled_classes
+
+
+def test_a_steps_label_is_the_call_site_of_its_jobs_and_the_callers_comes_back(spark) -> None:
+    sc, tracker = spark.sparkContext, spark.sparkContext.statusTracker()
+    sc.setLocalProperty("callSite.short", "the caller's site")
+    try:
+        with StepClock(spark, 7, "2026-11-01-07:00", {}) as clock:
+            with clock.step("stage:x"):
+                assert spark.range(40, numPartitions=2).selectExpr("id % 3 AS k").groupBy("k").count().count() == 3
+                spark.range(5).write.format("noop").mode("overwrite").save()
+            jobs = tracker.getJobIdsForGroup(clock.job_group("stage:x"))
+        assert sc.getLocalProperty("callSite.short") == "the caller's site" and sc.getLocalProperty("callSite.long") is None
+    finally:
+        sc.setLocalProperty("callSite.short", None)
+    label = step_label(7, "2026-11-01-07:00", "stage:x")
+    stages = [s for j in jobs for s in tracker.getJobInfo(j).stageIds]
+    assert len(jobs) >= 2 and stages
+    names = [tracker.getStageInfo(s).name for s in stages if tracker.getStageInfo(s) is not None]
+    assert names and set(names) == {label}, names
