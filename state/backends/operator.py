@@ -112,23 +112,29 @@ class OperatorStateBackend:
         else:
             self._require(descriptor, elements, ("subtask", "value"))
             order = F.col("ord") if "ord" in elements.columns else F.monotonically_increasing_id()
-            bad = elements.where((F.col("subtask") < 0) | (F.col("subtask") >= parallelism)).limit(1).count()
-            if bad:
-                raise StateSchemaError(
-                    f"operator state {self.stage}/{descriptor.name}: subtask outside [0, {parallelism})",
-                    state=descriptor.name,
-                )
+            # Checked as the rows are written (Spark's raise_error), not by a job of its own; translated below.
+            outside = (F.col("subtask") < 0) | (F.col("subtask") >= parallelism)
             rows = elements.select(
-                F.col("subtask").cast("int").alias("subtask"),
+                F.when(outside, F.raise_error(F.lit(self._outside_message(descriptor, parallelism))))
+                .otherwise(F.col("subtask")).cast("int").alias("subtask"),
                 F.row_number().over(Window.partitionBy("subtask").orderBy(order)).cast("long").alias("ord"),
                 F.lit(None).cast(descriptor.map_key_type).alias("map_key"),
                 F.col("value").cast(descriptor.value_type).alias("value"),
             )
         rows = rows.withColumn("parallelism", F.lit(parallelism).cast("int"))
         self.fence(f"write state {self.stage}/{descriptor.name}")
-        rows.select(*[f.name for f in operator_table_schema(descriptor).fields]).write.format("delta").mode(
-            "overwrite"
-        ).save(path)
+        try:
+            rows.select(*[f.name for f in operator_table_schema(descriptor).fields]).write.format("delta").mode(
+                "overwrite"
+            ).save(path)
+        except Exception as exc:  # noqa: BLE001 - the subtask check fails inside a Spark job
+            message = self._outside_message(descriptor, parallelism)
+            if message in str(exc):
+                raise StateSchemaError(message, state=descriptor.name) from exc
+            raise
+
+    def _outside_message(self, descriptor: OperatorStateDescriptor, parallelism: int) -> str:
+        return f"operator state {self.stage}/{descriptor.name}: subtask outside [0, {parallelism})"
 
     def _require(self, descriptor: OperatorStateDescriptor, df: DataFrame, needed: Iterable[str]) -> None:
         missing = [c for c in needed if c not in df.columns]
