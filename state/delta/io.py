@@ -252,7 +252,7 @@ def read_files(spark, path: str, version: int, *, log=None):
         metadata.get("partitionColumns")
         or snapshot.configuration.get("delta.columnMapping.mode", "none") != "none"
         or not features <= _PLAIN_READER_FEATURES
-        or any(f.dv_path or (f.action or {}).get("deletionVector") for f in snapshot.files)
+        or any(f.has_deletion_vector for f in snapshot.files)
     ):
         return None
     schema = snapshot.schema

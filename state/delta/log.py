@@ -114,6 +114,11 @@ class LiveFile:
         return self.path, _dv_id((self.action or {}).get("deletionVector"))
 
     @property
+    def has_deletion_vector(self) -> bool:
+        """True when a deletion vector (in its own file or inline in the log) removes rows of this file."""
+        return self.dv_path is not None or self.key[1] is not None
+
+    @property
     def physical(self) -> tuple[str, ...]:
         return (self.path,) if self.dv_path is None else (self.path, self.dv_path)
 

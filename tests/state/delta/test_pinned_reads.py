@@ -30,7 +30,7 @@ def test_every_version_reads_as_delta_reads_it_and_deletion_vectors_go_through_d
     direct = []
     for version in range(log.latest_version() + 1):
         files = log.snapshot(version).files
-        with_dvs = any(f.dv_path or (f.action or {}).get("deletionVector") for f in files)
+        with_dvs = any(f.has_deletion_vector for f in files)
         plain = delta_io.read_files(spark, str(path), version)
         assert (plain is None) == with_dvs, f"version {version}: deletion vectors {with_dvs}, read directly {plain is not None}"
         if plain is not None:
