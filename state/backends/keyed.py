@@ -402,17 +402,17 @@ class KeyedStateBackend:
         ``unique``: the source holds at most one row per key (else the rewrite checks it, as a MERGE does)."""
         path = self.open(descriptor)
         clauses = self._clauses(descriptor, source, fold, drop_if)
-        version = keyed_writes.rewrite_version(path, self.rewrite_below_bytes)
+        snapshot = keyed_writes.rewrite_snapshot(path, self.rewrite_below_bytes)
         self.fence(f"write state {self.stage}/{descriptor.name}")
         try:
-            if version is None:
+            if snapshot is None:
                 keyed_writes.merge(
                     self.spark, path, clauses, expire_unmatched=clauses.expire_unmatched and self._may_hold_expired(path)
                 )
             else:
                 if not unique:
                     clauses = replace(clauses, source=self._refuse_duplicate_keys(descriptor, clauses.source))
-                keyed_writes.rewrite(self.spark, path, version, keyed_table_schema(descriptor), clauses)
+                keyed_writes.rewrite(self.spark, path, snapshot, keyed_table_schema(descriptor), clauses)
         except Exception as exc:  # noqa: BLE001 - translate the duplicate-key errors (ours and Delta's)
             self._raise_duplicates(descriptor, exc)
             raise

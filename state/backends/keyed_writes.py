@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from epochal.state.delta import io as delta_io
+from epochal.state.delta.log import DeltaLog, VersionSnapshot
 
 KEY_COLUMNS = ("key_group", "key", "namespace")
 _ROW_COLUMNS = ("key_group", "key", "namespace", "expires_at", "updated_epoch")  # taken from ``s`` as they are
@@ -42,11 +43,15 @@ class WriteClauses:
     expire_unmatched: bool  # remove the expired rows the source does not name
 
 
-def rewrite_version(path: str, below_bytes: int) -> int | None:
+def rewrite_snapshot(path: str, below_bytes: int) -> VersionSnapshot | None:
     """The table's latest version when its live bytes are at most ``below_bytes`` (rewrite it), else None
-    (MERGE it); read from the Delta log, no Spark job."""
-    summary = delta_io.table_summary(path)
-    return summary.version if summary.bytes_total <= below_bytes else None
+    (MERGE it); read from the Delta log, no Spark job. :func:`rewrite` reads the version's files from it."""
+    log = DeltaLog(path)
+    version = log.latest_version()
+    if version is None:
+        raise FileNotFoundError(f"no Delta table at {path}")
+    snapshot = log.snapshot(version)
+    return snapshot if snapshot.bytes_total <= below_bytes else None
 
 
 def merge(spark, path: str, clauses: WriteClauses, *, expire_unmatched: bool) -> None:
@@ -67,15 +72,15 @@ def merge(spark, path: str, clauses: WriteClauses, *, expire_unmatched: bool) ->
     builder.execute()
 
 
-def rewrite(spark, path: str, version: int, schema: T.StructType, clauses: WriteClauses) -> None:
-    """Overwrite the table (read at ``version``) with what the MERGE of ``clauses`` would leave.
+def rewrite(spark, path: str, snapshot: VersionSnapshot, schema: T.StructType, clauses: WriteClauses) -> None:
+    """Overwrite the table (read at ``snapshot``'s version) with what the MERGE of ``clauses`` would leave.
 
     Per key: a target row alone stays (unless expired and ``expire_unmatched``); a source
     row alone is inserted when ``insert`` holds; a matched pair is dropped when ``delete``
     holds, else updated when ``update`` holds, else left as it was. A condition that is
     null counts as false, as in a MERGE. The source must hold at most one row per key.
     """
-    target = delta_io.read_version(spark, path, version).withColumn(_IN_TARGET, F.lit(True))
+    target = delta_io.read_version(spark, path, snapshot.version, snapshot=snapshot).withColumn(_IN_TARGET, F.lit(True))
     source = clauses.source.withColumn(_IN_SOURCE, F.lit(True))
     on = [F.col(f"t.{c}") == F.col(f"s.{c}") for c in KEY_COLUMNS]
     joined = target.alias("t").join(source.alias("s"), on[0] & on[1] & on[2], "full_outer")

@@ -197,11 +197,12 @@ def current_version(spark, path: str) -> int:
     return int(_jvm_snapshot(spark, path)[1].version())
 
 
-def read_version(spark, path: str, version: int | None = None, *, log=None):
+def read_version(spark, path: str, version: int | None = None, *, log=None, snapshot=None):
     """The rows of ``version`` of the table (the latest, as Delta sees it at each evaluation, when None);
-    ``log``: the table's :class:`~epochal.state.delta.log.DeltaLog` when the caller has one."""
+    ``log``, ``snapshot``: the table's :class:`~epochal.state.delta.log.DeltaLog` and that version's
+    replay when the caller has them."""
     if version is not None:
-        direct = read_files(spark, path, version, log=log)
+        direct = read_files(spark, path, version, log=log, snapshot=snapshot)
         if direct is not None:
             return direct
     reader = spark.read.format("delta")
@@ -229,7 +230,7 @@ _PLAIN_READER_FEATURES = frozenset({"deletionVectors", "timestampNtz", "v2Checkp
 _GLOB = re.compile(r"[*?\[\]{}\\]")
 
 
-def read_files(spark, path: str, version: int, *, log=None):
+def read_files(spark, path: str, version: int, *, log=None, snapshot=None):
     """The rows of ``version`` read straight from the parquet files its log lists, or None where only Delta's reader
     reads them right (deletion vectors, column mapping, partition columns, other reader features).
 
@@ -242,10 +243,11 @@ def read_files(spark, path: str, version: int, *, log=None):
     from epochal.state.errors import SnapshotUnavailable
 
     log = log or DeltaLog(path)
-    try:
-        snapshot = log.snapshot(version)
-    except SnapshotUnavailable:
-        return None  # Delta's reader says what is wrong, in its words
+    if snapshot is None or snapshot.version != version:
+        try:
+            snapshot = log.snapshot(version)
+        except SnapshotUnavailable:
+            return None  # Delta's reader says what is wrong, in its words
     metadata, protocol = snapshot.metadata or {}, snapshot.protocol or {}
     features = set(protocol.get("readerFeatures") or ())
     if (
