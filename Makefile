@@ -41,7 +41,8 @@ demo: setup
 	$(VENV)/bin/epochal demo
 
 # Two pytest-xdist workers, each its own pytest session with its own SparkSession; the slow tests go out first
-# (tests/conftest.py), one test at a time (--maxschedchunk 1). A test's driver keeps about one core busy.
+# (tests/conftest.py), one test at a time (--maxschedchunk 1). A test's driver keeps about one core busy:
+# three workers on the 2-core machine took longer (57 minutes against 52.5 from a fresh clone, 2026-11-28).
 # TEST_WORKERS=0 runs everything in one process.
 test: setup chromium validate
 	$(TEST_ENV) $(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist load --maxschedchunk 1
