@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from epochal.state.delta import io as delta_io
+from epochal.state.delta import overwrite as delta_overwrite
 from epochal.state.delta.log import DeltaLog, VersionSnapshot
 
 KEY_COLUMNS = ("key_group", "key", "namespace")
@@ -73,13 +74,19 @@ def merge(spark, path: str, clauses: WriteClauses, *, expire_unmatched: bool) ->
 
 
 def rewrite(spark, path: str, snapshot: VersionSnapshot, schema: T.StructType, clauses: WriteClauses) -> None:
-    """Overwrite the table (read at ``snapshot``'s version) with what the MERGE of ``clauses`` would leave.
+    """Overwrite the table (read at ``snapshot``'s version) with what the MERGE of ``clauses`` would leave: one
+    Delta transaction whose removes are the replayed version's files (:mod:`epochal.state.delta.overwrite`).
 
     Per key: a target row alone stays (unless expired and ``expire_unmatched``); a source
     row alone is inserted when ``insert`` holds; a matched pair is dropped when ``delete``
     holds, else updated when ``update`` holds, else left as it was. A condition that is
     null counts as false, as in a MERGE. The source must hold at most one row per key.
     """
+    delta_overwrite.overwrite(spark, path, lambda version: _rewritten(spark, path, version, schema, clauses), snapshot=snapshot)
+
+
+def _rewritten(spark, path: str, snapshot: VersionSnapshot, schema: T.StructType, clauses: WriteClauses) -> DataFrame:
+    """The rows the MERGE of ``clauses`` would leave in the table read at ``snapshot``."""
     target = delta_io.read_version(spark, path, snapshot.version, snapshot=snapshot).withColumn(_IN_TARGET, F.lit(True))
     source = clauses.source.withColumn(_IN_SOURCE, F.lit(True))
     on = [F.col(f"t.{c}") == F.col(f"s.{c}") for c in KEY_COLUMNS]
@@ -105,4 +112,4 @@ def rewrite(spark, path: str, snapshot: VersionSnapshot, schema: T.StructType, c
         pick("value", clauses.matched, clauses.inserted) if f.name == "value" else pick(f.name, F.col(f"s.{f.name}"), F.col(f"s.{f.name}"))
         for f in schema.fields
     ]
-    joined.where(keep).select(*columns).write.format("delta").mode("overwrite").save(path)
+    return joined.where(keep).select(*columns)

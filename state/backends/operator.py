@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from epochal.state.delta import io as delta_io
+from epochal.state.delta import overwrite as delta_overwrite
 from epochal.state.descriptors import OperatorStateDescriptor, OperatorStateMode
 from epochal.state.errors import StateSchemaError
 from epochal.state.fence import Fence, no_fence
@@ -124,9 +125,8 @@ class OperatorStateBackend:
         rows = rows.withColumn("parallelism", F.lit(parallelism).cast("int"))
         self.fence(f"write state {self.stage}/{descriptor.name}")
         try:
-            rows.select(*[f.name for f in operator_table_schema(descriptor).fields]).write.format("delta").mode(
-                "overwrite"
-            ).save(path)
+            columns = [f.name for f in operator_table_schema(descriptor).fields]
+            delta_overwrite.overwrite(self.spark, path, lambda version: rows.select(*columns))
         except Exception as exc:  # noqa: BLE001 - the subtask check fails inside a Spark job
             message = self._outside_message(descriptor, parallelism)
             if message in str(exc):
