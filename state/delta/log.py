@@ -199,7 +199,7 @@ class _Replay:
                 path=self.table_url, version=version,
             )
         files = tuple(sorted(self.live.values(), key=lambda f: (f.path, f.dv_path or "")))
-        config = _as_dict(self.metadata.get("configuration"))
+        config = as_map(self.metadata.get("configuration"))
         return VersionSnapshot(version, files, str(self.metadata.get("schemaString")), config, self.metadata, self.protocol)
 
     def _path(self, raw: str) -> str:
@@ -224,13 +224,11 @@ def _live_records(stats: Mapping[str, Any] | None, dv: Mapping[str, Any] | None)
     return int(records) - int((dv or {}).get("cardinality") or 0)
 
 
-def _as_dict(value: Any) -> dict[str, str]:
-    """A map read from JSON (a dict) or from parquet by pyarrow (a list of pairs)."""
-    if value is None:
-        return {}
-    if isinstance(value, Mapping):
-        return {str(k): str(v) for k, v in value.items()}
-    return {str(k): str(v) for k, v in value}
+def as_map(value: Any) -> dict[str, str | None]:
+    """A map of the log read from JSON (a dict) or from parquet by pyarrow (a list of pairs); a null value stays
+    null (a partition value may be)."""
+    pairs = value.items() if isinstance(value, Mapping) else (value or ())
+    return {str(k): None if v is None else str(v) for k, v in pairs}
 
 
 class DeltaLog:

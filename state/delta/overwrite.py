@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from epochal.state.delta.log import DeltaLog, VersionSnapshot
+from epochal.state.delta.log import DeltaLog, VersionSnapshot, as_map
 from epochal.state.errors import StateSchemaError
 
 #: The fields of an ``add`` a ``remove`` carries over (Delta's ``AddFile.removeWithTimestamp``).
@@ -61,21 +61,14 @@ def remove_json(add: Mapping[str, Any], timestamp_ms: int) -> str:
     checkpoint whose maps read as lists of pairs), as Delta's ``AddFile.removeWithTimestamp`` builds it."""
     remove: dict[str, Any] = {
         "path": add["path"], "deletionTimestamp": timestamp_ms, "dataChange": True, "extendedFileMetadata": True,
-        "partitionValues": _as_map(add.get("partitionValues")), "size": int(add.get("size") or 0),
+        "partitionValues": as_map(add.get("partitionValues")), "size": int(add.get("size") or 0),
     }
     if add.get("tags"):
-        remove["tags"] = _as_map(add["tags"])
+        remove["tags"] = as_map(add["tags"])
     if add.get("deletionVector"):
         remove["deletionVector"] = {k: v for k, v in add["deletionVector"].items() if v is not None}
     remove.update({k: add[k] for k in _CARRIED if add.get(k) is not None})
     return json.dumps({"remove": remove})
-
-
-def _as_map(value: Any) -> dict[str, Any]:
-    if isinstance(value, Mapping):
-        return dict(value)
-    pairs = value or ()
-    return {(p["key"] if isinstance(p, Mapping) else p[0]): (p["value"] if isinstance(p, Mapping) else p[1]) for p in pairs}
 
 
 def _check_columns(path: str, snapshot: VersionSnapshot, data: Any) -> None:
