@@ -130,7 +130,7 @@ class KeyedStateBackend:
 
     def _properties(self, descriptor: KeyedStateDescriptor) -> dict[str, str]:
         return {
-            **delta_io.STATE_TABLE_PROPERTIES,
+            **delta_io.state_table_properties(self.spark),
             PROP_MAX_PARALLELISM: str(self.max_parallelism),
             PROP_STATE_TYPE: descriptor.state_type.value,
             PROP_VALUE_TYPE: descriptor.stored_type.json(),

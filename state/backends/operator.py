@@ -76,7 +76,7 @@ class OperatorStateBackend:
             return path
         if not delta_io.is_delta_table(path):
             props = {
-                **delta_io.STATE_TABLE_PROPERTIES,
+                **delta_io.state_table_properties(self.spark),
                 PROP_MODE: descriptor.mode.value,
                 PROP_VALUE_TYPE: descriptor.value_type.json(),
             }

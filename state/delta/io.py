@@ -23,17 +23,35 @@ LONG_RETENTION = "interval 36500 days"
 # marks rows deleted instead of rewriting whole files). Only Delta readers that support the
 # deletionVectors reader feature open these working tables (Spark, DuckDB; not delta-rs 1.6):
 # savepoints and sinks are written without it.
+# A Delta checkpoint every 100 commits, not 10: a state table takes one commit an epoch, and Delta writes its
+# checkpoint inside the commit that reaches the interval (a parquet write and a state reconstruction, 1-2 s of
+# driver time a table): with 10, every tenth epoch of the example paid 8-14 s more (README.md, Performance).
+# Readers lose little: epochal's own replay reads each commit file once a process (state/delta/log.py). A session
+# that names Delta's own default for new tables (spark.databricks.delta.properties.defaults.checkpointInterval)
+# gets that instead: see state_table_properties.
 STATE_TABLE_PROPERTIES = {
     "delta.enableDeletionVectors": "true",
     "delta.logRetentionDuration": LONG_RETENTION,
     "delta.deletedFileRetentionDuration": LONG_RETENTION,
+    "delta.checkpointInterval": "100",
 }
+#: Delta's session default for the checkpoint interval of the tables it creates.
+CHECKPOINT_INTERVAL_DEFAULT_CONF = "spark.databricks.delta.properties.defaults.checkpointInterval"
 # What users consume (sinks) and what users own (the state tables of savepoints and full
 # checkpoints, Flink's canonical format): reader version 1 features only, so that every
 # Delta reader opens them (Spark, delta-rs/polars/pandas, DuckDB).
 PORTABLE_TABLE_PROPERTIES = {
     "delta.enableDeletionVectors": "false",
 }
+
+
+def state_table_properties(spark) -> dict[str, str]:
+    """:data:`STATE_TABLE_PROPERTIES`, with the session's default checkpoint interval for new Delta tables if it
+    names one (Delta's ``spark.databricks.delta.properties.defaults.checkpointInterval``)."""
+    interval = spark.conf.get(CHECKPOINT_INTERVAL_DEFAULT_CONF, None)
+    if not interval:
+        return dict(STATE_TABLE_PROPERTIES)
+    return {**STATE_TABLE_PROPERTIES, "delta.checkpointInterval": str(interval)}
 
 
 def _fs(path: str):

@@ -35,7 +35,9 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,6 +193,10 @@ class _Replay:
             if action.get("add"):
                 self.add(action["add"])
 
+    def copy(self) -> _Replay:
+        """A replay to go on from without changing this one (the live files are immutable)."""
+        return _Replay(self.table_url, dict(self.live), self.metadata, self.protocol)
+
     def snapshot(self, version: int) -> VersionSnapshot:
         if self.metadata is None:
             raise SnapshotUnavailable(
@@ -229,6 +235,66 @@ def as_map(value: Any) -> dict[str, str | None]:
     null (a partition value may be)."""
     pairs = value.items() if isinstance(value, Mapping) else (value or ())
     return {str(k): None if v is None else str(v) for k, v in pairs}
+
+
+@dataclass
+class _Remembered:
+    """What this process last read of one table's log: the newest version it replayed, that version's commit
+    file as read (the check that the table is still the one it read), the replay there, and the commits it
+    parsed on the way (the newest :data:`_COMMITS_KEPT`)."""
+
+    version: int
+    text: str
+    replay: _Replay
+    commits: dict[int, list[dict[str, Any]]]
+
+
+_COMMITS_KEPT = 256
+
+
+class _ReplayCache:
+    """The log of each table this process read last, to go on from (least recently used table first out).
+
+    An epoch reads each state table's log several times (its pinned read, the overwrite, the checkpoint's
+    snapshot, retention's versions of the grace period), one version further or at versions already read:
+    with this, each commit file is read and parsed once. An entry is used only while the log still holds the
+    commit file of its version with the same content (one read: a table deleted and created again at the same
+    path has other commits).
+    """
+
+    def __init__(self, tables: int = 256) -> None:
+        self._entries: OrderedDict[str, _Remembered] = OrderedDict()
+        self._tables = tables
+        self._lock = threading.Lock()
+
+    def get(self, url: str) -> _Remembered | None:
+        with self._lock:
+            entry = self._entries.get(url)
+            if entry is not None:
+                self._entries.move_to_end(url)
+            return entry
+
+    def put(self, url: str, entry: _Remembered) -> None:
+        with self._lock:
+            current = self._entries.get(url)
+            if current is not None and current.version > entry.version:
+                return
+            self._entries[url] = entry
+            self._entries.move_to_end(url)
+            while len(self._entries) > self._tables:
+                self._entries.popitem(last=False)
+
+    def drop(self, url: str) -> None:
+        with self._lock:
+            self._entries.pop(url, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+#: One per process (see :class:`_ReplayCache`).
+REPLAYS = _ReplayCache()
 
 
 class DeltaLog:
@@ -284,10 +350,14 @@ class DeltaLog:
             return {}
         listing = self._listing()
         self._check_range(listing, wanted)
+        known = self._remembered(listing)
+        if known is not None and known.version <= wanted[0] and all(
+                v in listing.commits for v in range(known.version, wanted[-1] + 1)):
+            return self._go_on(known, wanted)
         unreadable: set[int] = set()
         while True:
             try:
-                return self._run(listing, plan_replay(listing, wanted, unreadable), set(wanted))
+                return self._run(listing, plan_replay(listing, wanted, unreadable), set(wanted), known)
             except LogGap as gap:
                 raise self._unavailable(self._gap_message(listing, gap.version, unreadable), gap.version) from None
             except CheckpointUnreadable as exc:
@@ -310,18 +380,62 @@ class DeltaLog:
         return (f"The Delta log of {self.url} no longer covers version {version}: {why} "
                 "and no readable checkpoint precedes it.")
 
-    def _run(self, listing: LogListing, steps: list[Step], wanted: set[int]) -> dict[int, VersionSnapshot]:
-        replay, out = _Replay(self.url), {}
+    def _run(
+        self, listing: LogListing, steps: list[Step], wanted: set[int], known: _Remembered | None,
+    ) -> dict[int, VersionSnapshot]:
+        commits = dict(known.commits) if known is not None else {}
+        replay, out, text = _Replay(self.url), {}, None
         for step in steps:
+            text = None
             if step.kind == "checkpoint":
                 replay = self._checkpoint(listing.checkpoints[step.version])
             elif step.compaction is not None:
                 replay.apply(self._json(step.compaction.name, step.version))
+            elif step.version in commits:
+                replay.apply(commits[step.version])
             else:
-                replay.apply(self._commit(step.version))
+                text = self._commit_text(step.version)
+                replay.apply(commits.setdefault(step.version, json_actions(text)))
             if step.version in wanted:
                 out[step.version] = replay.snapshot(step.version)
+        last = steps[-1].version if steps else None
+        if last is not None and (known is None or last > known.version):
+            text = self._commit_text(last) if text is None and last in listing.commits else text
+            if text is not None:
+                self._remember(last, text, replay, commits)
         return out
+
+    def _remembered(self, listing: LogListing) -> _Remembered | None:
+        """This process's last read of the table, if the table is still the one it read (else forgotten)."""
+        known = REPLAYS.get(self.url)
+        if known is None:
+            return None
+        try:
+            same = known.version in listing.commits and self._commit_text(known.version) == known.text
+        except SnapshotUnavailable:
+            same = False
+        if not same:
+            REPLAYS.drop(self.url)
+            return None
+        return known
+
+    def _go_on(self, known: _Remembered, wanted: list[int]) -> dict[int, VersionSnapshot]:
+        """The snapshots of ``wanted`` (none older than ``known``), reading only the commits after it."""
+        replay, out, text, commits = known.replay.copy(), {}, known.text, dict(known.commits)
+        if known.version in wanted:
+            out[known.version] = replay.snapshot(known.version)
+        for version in range(known.version + 1, wanted[-1] + 1):
+            text = self._commit_text(version)
+            replay.apply(commits.setdefault(version, json_actions(text)))
+            if version in wanted:
+                out[version] = replay.snapshot(version)
+        if wanted[-1] > known.version:
+            self._remember(wanted[-1], text, replay, commits)
+        return out
+
+    def _remember(self, version: int, text: str, replay: _Replay, commits: dict[int, list[dict[str, Any]]]) -> None:
+        kept = {v: actions for v, actions in commits.items() if version - _COMMITS_KEPT < v <= version}
+        REPLAYS.put(self.url, _Remembered(version, text, replay.copy(), kept))
 
     def _checkpoint(self, options: list[Checkpoint]) -> _Replay:
         """The state a checkpoint holds, from the first of ``options`` (one version's checkpoints) that reads."""
@@ -338,15 +452,20 @@ class DeltaLog:
         raise CheckpointUnreadable(options[0].version, "; ".join(reasons))
 
     def _commit(self, version: int) -> list[dict[str, Any]]:
-        return self._json(f"{version:020d}.json", version)
+        return json_actions(self._commit_text(version))
+
+    def _commit_text(self, version: int) -> str:
+        return self._text(f"{version:020d}.json", version)
 
     def _json(self, name: str, version: int) -> list[dict[str, Any]]:
         """The actions of a commit or compaction file."""
+        return json_actions(self._text(name, version))
+
+    def _text(self, name: str, version: int) -> str:
         try:
-            text = self._fs.cat_file(f"{self._log}/{name}").decode("utf-8")
+            return self._fs.cat_file(f"{self._log}/{name}").decode("utf-8")
         except FileNotFoundError as exc:
             raise self._unavailable(f"The log file {name} of {self.url} is missing.", version) from exc
-        return json_actions(text)
 
     def _unavailable(self, message: str, version: int) -> SnapshotUnavailable:
         return SnapshotUnavailable(

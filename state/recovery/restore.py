@@ -275,7 +275,7 @@ def _overwrite_with_snapshot(spark: Any, item: PlannedState) -> None:
         data = data.select(*conform_columns(item.snapshot.schema, declared))
     # A working table: the state tables' own properties (deletion vectors on), whatever the
     # source (a canonical copy of a savepoint or full checkpoint has them off).
-    properties = {**copied_properties(item.snapshot.configuration), **delta_io.STATE_TABLE_PROPERTIES}
+    properties = {**copied_properties(item.snapshot.configuration), **delta_io.state_table_properties(spark)}
     if item.target is not None:
         properties.update(item.target.declared_properties())
     overwrite_table(spark, item.working_url, declared, properties, data, rows=item.handle.rows)

@@ -19,12 +19,16 @@ from epochal.config import load_settings
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from epochal.state.checkpoint.store import RELEASED_HISTORY
+from epochal.state.delta.io import CHECKPOINT_INTERVAL_DEFAULT_CONF, table_properties
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 EPOCHS = int(os.environ.get("EPOCHAL_GROWTH_EPOCHS", "28"))  # EPOCHAL_GROWTH_EPOCHS=500 for the long run
 WARM_UP = 13  # retain 3 plus RELEASED_HISTORY store rows reached, and a Delta log checkpoint written
-PERIOD = 10  # epochs between two Delta log checkpoints of a state table (one commit an epoch)
+# Epochs between two Delta log checkpoints of a state table (one commit an epoch). State tables checkpoint every
+# 100 commits unless the session names Delta's default for new tables: 10 here, for the saw-tooth to repeat within
+# the test's epochs (the log stays bounded by whatever period).
+PERIOD = 10
 
 
 def inventory(checkpoints: Path, store_rows: int, stats: int) -> Counter:
@@ -64,15 +68,15 @@ def test_checkpoint_storage_stays_flat(spark, tmp_path, toy_registered):
     }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    runner = EpochRunner(build_deployment(load_settings(path), spark))
-    seen: list[Counter] = []
-    for hour in range(EPOCHS):
-        runner.run(to=f"2026-11-01-{hour:02d}:00" if hour < 24 else f"2026-11-02-{hour - 24:02d}:00")
-        store = runner.d.coordinator.store
-        rows = spark.read.format("delta").load(store.table_url).count()
-        seen.append(inventory(tmp_path / "checkpoints", rows, len(runner.d.coordinator.stats.history())))
+    spark.conf.set(CHECKPOINT_INTERVAL_DEFAULT_CONF, str(PERIOD))
+    try:
+        seen, runner = _run_and_count(spark, tmp_path, load_settings(path))
+    finally:
+        spark.conf.unset(CHECKPOINT_INTERVAL_DEFAULT_CONF)
+    for table in (tmp_path / "checkpoints" / "shared").glob("*/*"):
+        assert table_properties(str(table))["delta.checkpointInterval"] == str(PERIOD)
 
-    # Delta writes a log checkpoint every 10 commits, so log counts saw-tooth with that period: compare each
+    # Delta writes a log checkpoint every PERIOD commits, so log counts saw-tooth with that period: compare each
     # late epoch with the epoch one period earlier, after the first period (which has no checkpoint to keep).
     kinds = sorted(set().union(*seen))
     late = range(max(WARM_UP + PERIOD, EPOCHS - PERIOD), EPOCHS)
@@ -81,6 +85,18 @@ def test_checkpoint_storage_stays_flat(spark, tmp_path, toy_registered):
     assert seen[-1]["store_rows"] == 3 + RELEASED_HISTORY and seen[-1]["stats"] == 5
     assert seen[-1]["chk-dirs"] == 3
     _retained_versions_readable_and_nothing_orphaned(spark, runner)
+
+
+def _run_and_count(spark, tmp_path: Path, settings) -> tuple[list[Counter], EpochRunner]:
+    """The runner, and what checkpoint storage holds after each of its epochs."""
+    runner = EpochRunner(build_deployment(settings, spark))
+    seen: list[Counter] = []
+    for hour in range(EPOCHS):
+        runner.run(to=f"2026-11-01-{hour:02d}:00" if hour < 24 else f"2026-11-02-{hour - 24:02d}:00")
+        store = runner.d.coordinator.store
+        rows = spark.read.format("delta").load(store.table_url).count()
+        seen.append(inventory(tmp_path / "checkpoints", rows, len(runner.d.coordinator.stats.history())))
+    return seen, runner
 
 
 def _retained_versions_readable_and_nothing_orphaned(spark, runner) -> None:

@@ -68,6 +68,7 @@ def test_full_checkpoint_is_self_contained_and_restores_with_rescale(spark, tmp_
     assert h.content() == h.expected_content(1)
     working = spark.sql(f"DESCRIBE DETAIL delta.`{h.keyed.table_path(h.total)}`").first().properties
     assert working["delta.enableDeletionVectors"] == "true", "the working table restored from a copy keeps deletion vectors"
+    assert working["delta.checkpointInterval"] == "100", "and Delta checkpoints every 100 commits, not every 10"
     h.restore(2, parallelism=4)
     assert h.totals() == h.expected_content(2).totals
     _assert_rescaled(h, h.expected_content(2), 4)
