@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from epochal.config import Settings, dump_settings
+from epochal.config import Jit, Settings, dump_settings
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.faults import CrashPoint
 from epochal.pipeline.partitions import Partitioning
@@ -250,10 +250,18 @@ class Verifier:
         })
 
     def _deploy(self, name: str) -> Path:
-        """Write scenario ``name``'s configuration file (for the ``epochal`` processes)."""
+        """Write scenario ``name``'s configuration file (for the ``epochal`` processes).
+
+        Of a verify over the default few partitions, a process that is killed runs an epoch or two in
+        a fresh JVM: with ``spark.jit: auto`` (the default) it is started with the quick compiler, which ends such a
+        process sooner (``spark.jit``). Longer ranges, and an explicit choice, keep the configured one.
+        """
+        settings = self.scenario_settings(name)
+        if settings.spark.jit is Jit.AUTO and self.n <= DEFAULT_PARTITIONS:
+            settings = settings.model_copy(update={"spark": settings.spark.model_copy(update={"jit": Jit.QUICK})})
         path = self.workdir / name / "epochal.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dump_settings(self.scenario_settings(name)))
+        path.write_text(dump_settings(settings))
         return path
 
     def _session(self):

@@ -79,6 +79,19 @@ def test_the_scenarios_storage_is_a_copy_and_the_partitions_start_at_from(tmp_pa
     assert copy.partitions.start.hour == 4 and (verifier.from_key, verifier.to_key) == ("2026-11-01-04:00", "2026-11-01-06:00")
 
 
+def test_killed_processes_of_a_short_verify_start_with_the_quick_compiler(tmp_path):
+    """A killed process runs an epoch or two in a fresh JVM (``spark.jit: auto`` would pick tiered for three)."""
+    settings = load_settings(None)
+    short = Verifier(settings, cli=["epochal"], points=[], seeds=0, workdir=tmp_path / "short")
+    assert load_settings(short._deploy("crash-in_sink")).spark.jit.value == "quick"
+    day = Verifier(settings, cli=["epochal"], from_="2026-11-01-00:00", to="2026-11-01-23:00", points=[], seeds=0,
+                   workdir=tmp_path / "day")
+    assert load_settings(day._deploy("crash-in_sink")).spark.jit.value == "auto", "a long range keeps tiered's speed"
+    tiered = settings.model_copy(update={"spark": settings.spark.model_copy(update={"jit": "tiered"})})
+    mine = Verifier(tiered, cli=["epochal"], points=[], seeds=0, workdir=tmp_path / "mine")
+    assert load_settings(mine._deploy("crash-in_sink")).spark.jit.value == "tiered", "an explicit choice stays"
+
+
 @pytest.mark.slow
 def test_verify_passes_every_scenario_on_a_deterministic_pipeline(project):
     """Two partitions: the second epoch writes only key ``a``, so a restore of the first checkpoint must bring
