@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from epochal.config import load_settings
+from epochal.config import Jit, load_settings
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.partitions import Partitioning
 from epochal.pipeline.verify.engine import DEFAULT_PARTITIONS, Verifier, _range
@@ -87,7 +87,7 @@ def test_killed_processes_of_a_short_verify_start_with_the_quick_compiler(tmp_pa
     day = Verifier(settings, cli=["epochal"], from_="2026-11-01-00:00", to="2026-11-01-23:00", points=[], seeds=0,
                    workdir=tmp_path / "day")
     assert load_settings(day._deploy("crash-in_sink")).spark.jit.value == "auto", "a long range keeps tiered's speed"
-    tiered = settings.model_copy(update={"spark": settings.spark.model_copy(update={"jit": "tiered"})})
+    tiered = settings.model_copy(update={"spark": settings.spark.model_copy(update={"jit": Jit.TIERED})})
     mine = Verifier(tiered, cli=["epochal"], points=[], seeds=0, workdir=tmp_path / "mine")
     assert load_settings(mine._deploy("crash-in_sink")).spark.jit.value == "tiered", "an explicit choice stays"
 
