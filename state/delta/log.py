@@ -35,9 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +48,7 @@ from epochal.state.delta.checkpoints import (
     parse_listing, parsed_stats, plan_replay,
 )
 from epochal.state.delta.paths import inside, to_url
+from epochal.state.delta.remembered import COMMITS_KEPT, REPLAYS, Remembered
 from epochal.state.errors import SnapshotUnavailable
 
 log = logging.getLogger(__name__)
@@ -237,66 +236,6 @@ def as_map(value: Any) -> dict[str, str | None]:
     return {str(k): None if v is None else str(v) for k, v in pairs}
 
 
-@dataclass
-class _Remembered:
-    """What this process last read of one table's log: the newest version it replayed, that version's commit
-    file as read (the check that the table is still the one it read), the replay there, and the commits it
-    parsed on the way (the newest :data:`_COMMITS_KEPT`)."""
-
-    version: int
-    text: str
-    replay: _Replay
-    commits: dict[int, list[dict[str, Any]]]
-
-
-_COMMITS_KEPT = 256
-
-
-class _ReplayCache:
-    """The log of each table this process read last, to go on from (least recently used table first out).
-
-    An epoch reads each state table's log several times (its pinned read, the overwrite, the checkpoint's
-    snapshot, retention's versions of the grace period), one version further or at versions already read:
-    with this, each commit file is read and parsed once. An entry is used only while the log still holds the
-    commit file of its version with the same content (one read: a table deleted and created again at the same
-    path has other commits).
-    """
-
-    def __init__(self, tables: int = 256) -> None:
-        self._entries: OrderedDict[str, _Remembered] = OrderedDict()
-        self._tables = tables
-        self._lock = threading.Lock()
-
-    def get(self, url: str) -> _Remembered | None:
-        with self._lock:
-            entry = self._entries.get(url)
-            if entry is not None:
-                self._entries.move_to_end(url)
-            return entry
-
-    def put(self, url: str, entry: _Remembered) -> None:
-        with self._lock:
-            current = self._entries.get(url)
-            if current is not None and current.version > entry.version:
-                return
-            self._entries[url] = entry
-            self._entries.move_to_end(url)
-            while len(self._entries) > self._tables:
-                self._entries.popitem(last=False)
-
-    def drop(self, url: str) -> None:
-        with self._lock:
-            self._entries.pop(url, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-
-
-#: One per process (see :class:`_ReplayCache`).
-REPLAYS = _ReplayCache()
-
-
 class DeltaLog:
     """Read-only view of one Delta table's log (fsspec; no Spark)."""
 
@@ -381,7 +320,7 @@ class DeltaLog:
                 "and no readable checkpoint precedes it.")
 
     def _run(
-        self, listing: LogListing, steps: list[Step], wanted: set[int], known: _Remembered | None,
+        self, listing: LogListing, steps: list[Step], wanted: set[int], known: Remembered | None,
     ) -> dict[int, VersionSnapshot]:
         commits = dict(known.commits) if known is not None else {}
         replay, out, text = _Replay(self.url), {}, None
@@ -405,7 +344,7 @@ class DeltaLog:
                 self._remember(last, text, replay, commits)
         return out
 
-    def _remembered(self, listing: LogListing) -> _Remembered | None:
+    def _remembered(self, listing: LogListing) -> Remembered | None:
         """This process's last read of the table, if the table is still the one it read (else forgotten)."""
         known = REPLAYS.get(self.url)
         if known is None:
@@ -419,7 +358,7 @@ class DeltaLog:
             return None
         return known
 
-    def _go_on(self, known: _Remembered, wanted: list[int]) -> dict[int, VersionSnapshot]:
+    def _go_on(self, known: Remembered, wanted: list[int]) -> dict[int, VersionSnapshot]:
         """The snapshots of ``wanted`` (none older than ``known``), reading only the commits after it."""
         replay, out, text, commits = known.replay.copy(), {}, known.text, dict(known.commits)
         if known.version in wanted:
@@ -434,8 +373,8 @@ class DeltaLog:
         return out
 
     def _remember(self, version: int, text: str, replay: _Replay, commits: dict[int, list[dict[str, Any]]]) -> None:
-        kept = {v: actions for v, actions in commits.items() if version - _COMMITS_KEPT < v <= version}
-        REPLAYS.put(self.url, _Remembered(version, text, replay.copy(), kept))
+        kept = {v: actions for v, actions in commits.items() if version - COMMITS_KEPT < v <= version}
+        REPLAYS.put(self.url, Remembered(version, text, replay, kept))  # the caller is done with ``replay``
 
     def _checkpoint(self, options: list[Checkpoint]) -> _Replay:
         """The state a checkpoint holds, from the first of ``options`` (one version's checkpoints) that reads."""

@@ -1,4 +1,4 @@
-"""The log replay this process remembers (``epochal.state.delta.log.REPLAYS``): each commit file read once.
+"""The log replay this process remembers (``epochal.state.delta.remembered.REPLAYS``): each commit file read once.
 
 Tables are written by delta-rs (no JVM). Every snapshot taken through the remembered replay must equal a
 replay from nothing (the cache cleared), and the reads it saves are counted: a later version reads only
@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 from epochal.state.delta import log as delta_log
-from epochal.state.delta.log import REPLAYS, DeltaLog
+from epochal.state.delta.log import DeltaLog
+from epochal.state.delta.remembered import REPLAYS
 
 
 def write(path: Path, rows: range, mode: str = "append") -> None:
