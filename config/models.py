@@ -107,6 +107,16 @@ class SparkSettings(_Strict):
             "bytes in proportion to the keys it changed. 0: always MERGE."
         ),
     )
+    sink_rewrite_below_mb: Float = Field(
+        default=4,
+        ge=0,
+        description=(
+            "An upsert sink of at most this many MB takes an epoch's rows in one rewrite of the table (one Spark job), "
+            "committed as the MERGE it is (its predicate, clauses and row metrics), instead of Delta's MERGE (six Spark "
+            "jobs however small the table). Sinks with a change data feed or row tracking are always MERGEd. "
+            "0: always MERGE."
+        ),
+    )
     jit: Jit = Field(
         default=Jit.AUTO,
         description=(

@@ -51,7 +51,8 @@ class Deployment:
         self.shared_root = to_spark(self.storage.shared_url)
         self.parallelism = self._recorded_parallelism() or settings.spark.parallelism
         warehouse = to_spark(settings.warehouse)
-        self.sinks = {s.name: DeltaSink(spark, warehouse, s, self.fence) for s in pipeline.sinks}
+        sink_rewrite_below = int(settings.spark.sink_rewrite_below_mb * 1024 * 1024)
+        self.sinks = {s.name: DeltaSink(spark, warehouse, s, self.fence, rewrite_below_bytes=sink_rewrite_below) for s in pipeline.sinks}
         rewrite_below = int(settings.spark.state_rewrite_below_mb * 1024 * 1024)
         self.keyed = {
             s.name: KeyedStateBackend(

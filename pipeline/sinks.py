@@ -7,7 +7,8 @@
   the commit is a plain append, which needs no scan of the table.
 - UPSERT sinks receive full values (not increments) for the keys that changed
   and ``MERGE`` them on their natural keys: writing the same epoch twice is a
-  no-op.
+  no-op. A sink of at most ``spark.sink_rewrite_below_mb`` is rewritten in one
+  transaction committed as that MERGE (:mod:`epochal.pipeline.sink_rewrite`).
 
 - An UPSERT sink whose spec names a ``delete_column`` takes deletions too (Flink's
   ``RowKind.DELETE``, an upsert-kafka tombstone): an input row with that column true
@@ -33,6 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from epochal.pipeline import sink_rewrite
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.stage import SinkMode, SinkSpec
 from epochal.state.checkpoint.metadata import SinkPosition
@@ -48,12 +50,17 @@ log = logging.getLogger("epochal.sinks")
 
 
 class DeltaSink:
-    def __init__(self, spark: SparkSession, warehouse: str, spec: SinkSpec, fence: Fence = no_fence) -> None:
+    def __init__(
+        self, spark: SparkSession, warehouse: str, spec: SinkSpec, fence: Fence = no_fence, *,
+        rewrite_below_bytes: int = sink_rewrite.REWRITE_BELOW_BYTES,
+    ) -> None:
         self.spark = spark
         self.spec = spec
         self.path = posixpath.join(warehouse.rstrip("/"), spec.name)
         #: Called before every write of the table (see :mod:`epochal.state.fence`).
         self.fence = fence
+        #: An upsert sink of at most this many live bytes is rewritten instead of MERGEd (0: always MERGE).
+        self.rewrite_below_bytes = rewrite_below_bytes
 
     @property
     def table_schema(self) -> T.StructType:
@@ -128,16 +135,18 @@ class DeltaSink:
     def _upsert(self, rows: DataFrame) -> None:
         from delta.tables import DeltaTable
 
-        keys, delete = self.spec.keys, self.spec.delete_column
-        cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+        keys, delete = list(self.spec.keys), self.spec.delete_column
+        snapshot = sink_rewrite.rewritable(self.path, self.table_schema, self.rewrite_below_bytes)
+        if snapshot is not None:
+            sink_rewrite.upsert(self.spark, self.path, snapshot, rows, sink=self.spec.name, keys=keys, delete=delete)
+            return
         columns = [f.name for f in self.spec.schema.fields]
         values = [c for c in columns if c not in keys]
-        changed = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in values) or "false"
+        cond, changed, keep = sink_rewrite.merge_sql(keys, values, delete)
         assign = {f"`{c}`": f"s.`{c}`" for c in columns}
         merge = DeltaTable.forPath(self.spark, self.path).alias("t").merge(rows.alias("s"), cond)
         if delete:
             merge = merge.whenMatchedDelete(condition=f"s.`{delete}`")
-            keep = f"NOT s.`{delete}`"
             merge = merge.whenMatchedUpdate(condition=f"{keep} AND ({changed})", set=assign)
             merge = merge.whenNotMatchedInsert(condition=keep, values=assign)
         else:

@@ -15,9 +15,10 @@ def _rows(sink: DeltaSink) -> dict[str, int]:
     return {r.key: r.total for r in sink.read().collect()}
 
 
-def test_an_upsert_sink_deletes_the_keys_its_input_marks_and_a_replay_changes_nothing(spark, tmp_path):
+@pytest.mark.parametrize("rewrite_below_bytes", [0, 1 << 30], ids=["merge", "rewrite"])
+def test_an_upsert_sink_deletes_the_keys_its_input_marks_and_a_replay_changes_nothing(spark, tmp_path, rewrite_below_bytes):
     sink = DeltaSink(spark, str(tmp_path), SinkSpec("totals", "s.out", SinkMode.UPSERT, SCHEMA, keys=("key",),
-                                                    delete_column="gone"))
+                                                    delete_column="gone"), rewrite_below_bytes=rewrite_below_bytes)
     frame = "key string, total long, gone boolean"
     sink.write(spark.createDataFrame([("a", 1, False), ("b", 2, None), ("c", 3, True)], frame), 0)
     assert _rows(sink) == {"a": 1, "b": 2}  # a deletion of a key the sink never held is nothing
@@ -71,3 +72,73 @@ def test_an_append_sink_appends_a_new_epoch_and_replaces_a_replayed_one(spark, t
     assert replay["mode"] == "Overwrite" and "epoch = 0" in replay.get("predicate", "")
     rows = sorted((r.key, r.epoch) for r in spark.read.format("delta").load(sink.path).collect())
     assert rows == [("a", 0), ("c", 1), ("d", 0)]  # no duplicate, epoch 1 untouched
+
+
+_CHANGES = ("numSourceRows", "numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
+
+
+def _history(sink: DeltaSink) -> list[tuple[str, dict]]:
+    """Each commit's operation and its metrics."""
+    from epochal.state.delta.log import DeltaLog
+
+    log = DeltaLog(sink.path)
+    infos = [next(a["commitInfo"] for a in log._commit(v) if "commitInfo" in a) for v in range(log.latest_version() + 1)]
+    return [(i["operation"], {k: int(v) for k, v in i.get("operationMetrics", {}).items()}) for i in infos]
+
+
+def test_a_small_upsert_sink_is_rewritten_as_the_merge_would_leave_it_and_its_log_says_merge(spark, tmp_path):
+    """Epochs of inserts, updates, unchanged rows, deletions and null keys: the rewrite leaves the rows and the
+    commits (operation MERGE, the same row metrics) that Delta's MERGE leaves, and delta-rs reads the result."""
+    import random
+
+    import deltalake
+
+    schema = T.StructType([T.StructField("user", T.StringType()), T.StructField("day", T.LongType()),
+                           T.StructField("total", T.DoubleType()), T.StructField("note", T.StringType())])
+    spec = SinkSpec("totals", "s.out", SinkMode.UPSERT, schema, keys=("user", "day"), delete_column="gone")
+    merged = DeltaSink(spark, str(tmp_path / "merge"), spec, rewrite_below_bytes=0)
+    rewritten = DeltaSink(spark, str(tmp_path / "rewrite"), spec)
+    chosen = random.Random(7)
+    users = ["a", "b", "c", None, "e`f"]
+    for epoch in range(5):
+        keys = chosen.sample([(u, d) for u in users for d in (1, 2)], 6)
+        batch = [(u, d, float(chosen.randint(0, 2)), chosen.choice([None, "x"]), chosen.random() < 0.25) for u, d in keys]
+        frame = spark.createDataFrame(batch, "user string, day long, total double, note string, gone boolean")
+        assert merged.write(frame, epoch) == rewritten.write(frame, epoch), epoch
+    as_set = lambda sink: sorted(map(tuple, sink.read().collect()), key=str)  # noqa: E731
+    assert as_set(rewritten) == as_set(merged) and as_set(rewritten)
+    history, merges = _history(rewritten), _history(merged)
+    assert [op for op, _ in history] == [op for op, _ in merges] == ["CREATE TABLE"] + ["MERGE"] * 5
+    for (_, ours), (_, delta) in zip(history[1:], merges[1:]):
+        assert {k: ours[k] for k in _CHANGES} == {k: delta[k] for k in _CHANGES}
+        # Every row is rewritten: those not inserted or updated are copied (Delta's MERGE copies those of the files it touches).
+        assert ours["numOutputRows"] == ours["numTargetRowsCopied"] + ours["numTargetRowsInserted"] + ours["numTargetRowsUpdated"]
+    assert history[-1][1]["numOutputRows"] == len(as_set(rewritten))
+    read_by_rust = deltalake.DeltaTable(rewritten.path)
+    assert sorted(map(tuple, read_by_rust.to_pandas()[["user", "day", "total", "note"]].astype(object).where(
+        lambda d: d.notna(), None).itertuples(index=False)), key=str) == as_set(rewritten)
+    assert read_by_rust.history(1)[0]["operation"] == "MERGE"
+
+
+def test_a_rewrite_refuses_an_epoch_naming_a_key_twice_and_commits_nothing(spark, tmp_path):
+    from epochal.pipeline.errors import PipelineError
+
+    sink = DeltaSink(spark, str(tmp_path), SinkSpec("totals", "s.out", SinkMode.UPSERT, SCHEMA, keys=("key",)))
+    sink.write(spark.createDataFrame([("a", 1)], SCHEMA), 0)
+    version = sink.position().version
+    with pytest.raises(PipelineError, match=r"upsert sink 'totals'.*1 key\(s\).*more than once"):
+        sink.write(spark.createDataFrame([("b", 1), ("b", 2), ("c", 3)], SCHEMA), 1)
+    assert sink.position().version == version and _rows(sink) == {"a": 1}
+
+
+@pytest.mark.parametrize("prop", ["delta.enableChangeDataFeed", "delta.enableRowTracking"])
+def test_a_sink_whose_readers_would_see_a_rewrite_differently_is_merged(spark, tmp_path, prop):
+    from epochal.pipeline import sink_rewrite
+
+    sink = DeltaSink(spark, str(tmp_path), SinkSpec("totals", "s.out", SinkMode.UPSERT, SCHEMA, keys=("key",)))
+    sink.write(spark.createDataFrame([("a", 1)], SCHEMA), 0)
+    assert sink_rewrite.rewritable(sink.path, sink.table_schema, 1 << 30) is not None
+    spark.sql(f"ALTER TABLE delta.`{sink.path}` SET TBLPROPERTIES ('{prop}' = 'true')")
+    assert sink_rewrite.rewritable(sink.path, sink.table_schema, 1 << 30) is None
+    assert sink.write(spark.createDataFrame([("a", 2), ("b", 1)], SCHEMA), 1) == 2
+    assert _rows(sink) == {"a": 2, "b": 1}
