@@ -20,6 +20,7 @@ is committed (Delta's MERGE fails so when the key is in the table, and inserts b
 from __future__ import annotations
 
 import time
+import uuid
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, Observation
@@ -70,7 +71,7 @@ def upsert(spark, path: str, snapshot: VersionSnapshot, rows: DataFrame, *, sink
     rewriting it; returns the committed version."""
     columns = [c for c in rows.columns if c != delete]
     values = [c for c in columns if c not in keys]
-    observation = Observation(f"epochal_sink_{sink}")
+    observation = Observation(f"epochal_sink_{uuid.uuid4().hex}")  # a name of its own: one observation per write
 
     def build(version: VersionSnapshot) -> DataFrame:
         target = delta_io.read_version(spark, path, version.version, snapshot=version).withColumn(_IN_T, F.lit(True))
