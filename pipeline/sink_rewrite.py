@@ -40,23 +40,26 @@ _MERGE_ONLY = ("delta.enableChangeDataFeed", "delta.enableRowTracking")
 #: How long the commit waits for the rewrite's row counts (Spark delivers them on its listener bus).
 METRICS_WAIT_S = 120.0
 _IN_T, _IN_S, _ROWS = "__epochal_in_target", "__epochal_in_source", "__epochal_rows"
+#: A MERGE clause: its condition (SQL, None: always) and its action (``update``, ``delete``, ``insert``).
+Clause = tuple[str | None, str]
 
 
-def merge_sql(keys: list[str], values: list[str], delete: str | None) -> tuple[str, str, str | None]:
-    """The MERGE's condition, its update condition (a value changed) and its insert condition, in SQL."""
-    condition = " AND ".join(f"t.{_q(k)} <=> s.{_q(k)}" for k in keys)
-    changed = " OR ".join(f"NOT (t.{_q(c)} <=> s.{_q(c)})" for c in values) or "false"
-    return condition, changed, (f"NOT s.{_q(delete)}" if delete else None)
+def merge_clauses(keys: list[str], values: list[str], delete: str | None) -> tuple[str, list[Clause], list[Clause]]:
+    """The upsert as a MERGE, in SQL over target ``t`` and source ``s``: its condition, its matched clauses and its
+    not-matched clauses, each (condition or None, action), in order. Delta's MERGE runs them; a rewrite records
+    them in its commit. A key whose values did not change is not updated; a deletion is never inserted."""
+    condition = " AND ".join(f"t.{quoted(k)} <=> s.{quoted(k)}" for k in keys)
+    changed = " OR ".join(f"NOT (t.{quoted(c)} <=> s.{quoted(c)})" for c in values) or "false"
+    if not delete:
+        return condition, [(changed, "update")], [(None, "insert")]
+    keep = f"NOT s.{quoted(delete)}"
+    return condition, [(f"s.{quoted(delete)}", "delete"), (f"{keep} AND ({changed})", "update")], [(keep, "insert")]
 
 
-def rewritable(path: str, schema: T.StructType, below_bytes: int) -> VersionSnapshot | None:
-    """The table's latest version when an upsert may rewrite it (small, and nothing a rewrite would show
-    differently), else None (MERGE it); read from the Delta log, no Spark job."""
-    if below_bytes <= 0:
-        return None
-    log = DeltaLog(path)
-    version = log.latest_version()
-    if version is None:
+def rewritable(log: DeltaLog, version: int | None, schema: T.StructType, below_bytes: int) -> VersionSnapshot | None:
+    """``version`` of the table (its ``log``) when an upsert may rewrite it (small, and nothing a rewrite would
+    show differently), else None (MERGE it); read from the Delta log, no Spark job."""
+    if below_bytes <= 0 or version is None:
         return None
     snapshot = log.snapshot(version)
     if snapshot.bytes_total > below_bytes or (snapshot.metadata or {}).get("partitionColumns"):
@@ -111,11 +114,9 @@ def upsert(spark, path: str, snapshot: VersionSnapshot, rows: DataFrame, *, sink
             "numTargetRowsCopied": counts["keep"] - written, "numOutputRows": counts["keep"],
             "numTargetFilesAdded": int(added.size()), "numTargetFilesRemoved": len(version.files),
         }
-        condition, update_when, insert_when = merge_sql(keys, values, delete)
-        matched = ([(f"s.{_q(delete)}", "delete"), (f"NOT s.{_q(delete)} AND ({update_when})", "update")] if delete
-                   else [(update_when, "update")])
+        condition, matched, not_matched = merge_clauses(keys, values, delete)
         return delta_overwrite.merge_operation(
-            spark, txn, condition=condition, matched=matched, not_matched=[(insert_when, "insert")], metrics=metrics
+            spark, txn, condition=condition, matched=matched, not_matched=not_matched, metrics=metrics
         )
 
     return delta_overwrite.overwrite(spark, path, build, snapshot=snapshot, commit_as=commit_as)
@@ -136,12 +137,13 @@ def _sum(flag: Column) -> Column:
     return F.coalesce(F.sum(flag.cast("long")), F.lit(0))
 
 
-def _q(name: str) -> str:
+def quoted(name: str) -> str:
+    """A column name as SQL reads it whatever its characters."""
     return "`" + name.replace("`", "``") + "`"
 
 
 def _col(side: str, name: str) -> Column:
-    return F.col(f"{side}.{_q(name)}")
+    return F.col(f"{side}.{quoted(name)}")
 
 
 def _columns(schema: T.StructType) -> list[tuple[str, str]]:

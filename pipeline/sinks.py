@@ -130,27 +130,25 @@ class DeltaSink:
                 writer = writer.mode("append")
             writer.save(self.path)
         else:
-            self._upsert(rows)
+            self._upsert(rows, log, version)
 
-    def _upsert(self, rows: DataFrame) -> None:
+    def _upsert(self, rows: DataFrame, log, version: int | None) -> None:
+        """MERGE ``rows`` on the sink's keys (``log`` at ``version``: the table as :meth:`write` found it)."""
         from delta.tables import DeltaTable
 
         keys, delete = list(self.spec.keys), self.spec.delete_column
-        snapshot = sink_rewrite.rewritable(self.path, self.table_schema, self.rewrite_below_bytes)
+        snapshot = sink_rewrite.rewritable(log, version, self.table_schema, self.rewrite_below_bytes)
         if snapshot is not None:
             sink_rewrite.upsert(self.spark, self.path, snapshot, rows, sink=self.spec.name, keys=keys, delete=delete)
             return
         columns = [f.name for f in self.spec.schema.fields]
-        values = [c for c in columns if c not in keys]
-        cond, changed, keep = sink_rewrite.merge_sql(keys, values, delete)
-        assign = {f"`{c}`": f"s.`{c}`" for c in columns}
-        merge = DeltaTable.forPath(self.spark, self.path).alias("t").merge(rows.alias("s"), cond)
-        if delete:
-            merge = merge.whenMatchedDelete(condition=f"s.`{delete}`")
-            merge = merge.whenMatchedUpdate(condition=f"{keep} AND ({changed})", set=assign)
-            merge = merge.whenNotMatchedInsert(condition=keep, values=assign)
-        else:
-            merge = merge.whenMatchedUpdate(condition=changed, set=assign).whenNotMatchedInsert(values=assign)
+        condition, matched, not_matched = sink_rewrite.merge_clauses(keys, [c for c in columns if c not in keys], delete)
+        assign = {sink_rewrite.quoted(c): f"s.{sink_rewrite.quoted(c)}" for c in columns}
+        merge = DeltaTable.forPath(self.spark, self.path).alias("t").merge(rows.alias("s"), condition)
+        for when, action in matched:
+            merge = merge.whenMatchedDelete(condition=when) if action == "delete" else merge.whenMatchedUpdate(condition=when, set=assign)
+        for when, _ in not_matched:
+            merge = merge.whenNotMatchedInsert(condition=when, values=assign)
         merge.execute()
 
     def position(self) -> SinkPosition:

@@ -134,11 +134,16 @@ def test_a_rewrite_refuses_an_epoch_naming_a_key_twice_and_commits_nothing(spark
 @pytest.mark.parametrize("prop", ["delta.enableChangeDataFeed", "delta.enableRowTracking"])
 def test_a_sink_whose_readers_would_see_a_rewrite_differently_is_merged(spark, tmp_path, prop):
     from epochal.pipeline import sink_rewrite
+    from epochal.state.delta.log import DeltaLog
+
+    def rewritable(sink: DeltaSink):
+        log = DeltaLog(sink.path)
+        return sink_rewrite.rewritable(log, log.latest_version(), sink.table_schema, 1 << 30)
 
     sink = DeltaSink(spark, str(tmp_path), SinkSpec("totals", "s.out", SinkMode.UPSERT, SCHEMA, keys=("key",)))
     sink.write(spark.createDataFrame([("a", 1)], SCHEMA), 0)
-    assert sink_rewrite.rewritable(sink.path, sink.table_schema, 1 << 30) is not None
+    assert rewritable(sink) is not None
     spark.sql(f"ALTER TABLE delta.`{sink.path}` SET TBLPROPERTIES ('{prop}' = 'true')")
-    assert sink_rewrite.rewritable(sink.path, sink.table_schema, 1 << 30) is None
+    assert rewritable(sink) is None
     assert sink.write(spark.createDataFrame([("a", 2), ("b", 1)], SCHEMA), 1) == 2
     assert _rows(sink) == {"a": 2, "b": 1}
