@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from epochal.config import Gc, Jit, SparkSettings
-from epochal.state import jvm_archive, resolved_jars
+from epochal.state import jvm_archive, jvm_view, resolved_jars
 from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -254,17 +254,20 @@ def build_spark_session(
 
 #: The JVM classes PySpark names by their short names on every ``F.*`` call and column conversion. py4j finds a
 #: short name through the gateway's star imports in turn, each miss a class-loader search of every jar (about
-#: 2 ms a lookup, some 230 lookups a small epoch); imported by full name, the first lookup finds it.
+#: 2 ms a lookup); imported by full name, the first lookup finds it, and the view remembers it from then on.
 _HELPER_CLASSES = ("org.apache.spark.api.python.PythonUtils", "org.apache.spark.sql.api.python.PythonSQLUtils")
 
 
 def _import_helpers(spark) -> None:
+    """The driver's py4j view of the JVM with PySpark's helper classes imported by full name, remembering the
+    classes and static methods it looks up (:mod:`epochal.state.jvm_view`)."""
     from py4j.java_gateway import java_import
 
     jvm = getattr(spark.sparkContext, "_jvm", None)
     if jvm is not None:
         for name in _HELPER_CLASSES:
             java_import(jvm, name)
+        jvm_view.remember(jvm)
 
 
 def delta_packages(extra: Sequence[str] = ()) -> str:
