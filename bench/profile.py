@@ -1,7 +1,7 @@
 """Where an epoch's time goes: Spark jobs per call site (event log) and Python frames (py-spy).
 
 ``python -m bench.profile EVENT_LOG [--pyspy COLLAPSED] [--top 25]`` prints, from
-a Spark event log, every job's duration grouped by the Python line that
+a Spark event log (a plain file as bench runs write it, or the rolling folder Spark 4 writes by default), every job's duration grouped by the Python line that
 started it (``callSite.short``: the epoch step's label for epochal's jobs), the SQL executions grouped by description,
 and the time the driver spent between jobs; with ``--pyspy``, the Python
 functions (inclusive wall time, ``py-spy record --idle --format raw``) whose
@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
+import subprocess
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,15 +34,43 @@ class Job:
         return (self.end_ms - self.start_ms) / 1000
 
 
+def event_files(path: Path) -> list[Path]:
+    """The files of an event log: ``path`` itself, or, for the folder a rolling log is (Spark 4's default,
+    ``eventlog_v2_<app>/events_<n>_<app>[.zstd]``), its ``events_*`` files in order."""
+    if not path.is_dir():
+        return [path]
+    number = re.compile(r"events_(\d+)_")
+    files = [f for f in path.iterdir() if number.match(f.name)]
+    if not files:
+        raise SystemExit(f"{path}: no events_<n>_<app> files in this folder (not a Spark event log?)")
+    return sorted(files, key=lambda f: int(number.match(f.name).group(1)))
+
+
+def _lines(path: Path) -> Iterable[str]:
+    """The JSON lines of one event-log file; a zstd-compressed one (Spark 4's default codec) through ``zstd -dc``."""
+    codec = path.suffix.lstrip(".")
+    if codec in ("", "inprogress"):
+        with path.open() as fh:
+            yield from fh
+        return
+    if codec != "zstd" or shutil.which("zstd") is None:
+        raise SystemExit(
+            f"{path}: compressed with {codec}{' (and no zstd command here)' if codec == 'zstd' else ''}; "
+            "write the log plain: spark.eventLog.compress=false (bench runs do)"
+        )
+    text = subprocess.run(["zstd", "-dc", str(path)], check=True, capture_output=True, text=True).stdout
+    yield from text.splitlines()
+
+
 def _events(path: Path) -> Iterable[dict[str, Any]]:
-    with path.open() as fh:
-        for line in fh:
+    for file in event_files(path):
+        for line in _lines(file):
             if line.strip():
                 yield json.loads(line)
 
 
 def read_jobs(path: Path) -> list[Job]:
-    """Every completed job of one event log file."""
+    """Every completed job of an event log (a file, or a rolling log's folder)."""
     starts: dict[int, dict[str, Any]] = {}
     jobs = []
     for event in _events(path):

@@ -7,6 +7,9 @@ measured against the changed rows, and the results become markdown and PNGs.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 
 pytest.importorskip("matplotlib", reason="the bench extra (pip install -e '.[bench]') draws the plots")
@@ -53,3 +56,40 @@ def test_the_event_log_is_one_plain_file_that_bench_profile_reads(tmp_path, monk
     assert (conf["spark.eventLog.compress"], conf["spark.eventLog.rolling.enabled"]) == ("false", "false")
     monkeypatch.delenv("EPOCHAL_BENCH_EVENT_LOG", raising=False)
     assert "spark.eventLog.enabled" not in spark_settings().conf
+
+
+def _job_events(job_id: int, site: str, start: int, end: int) -> str:
+    import json
+
+    return "\n".join(json.dumps(e) for e in (
+        {"Event": "SparkListenerJobStart", "Job ID": job_id, "Submission Time": start, "Stage IDs": [job_id],
+         "Properties": {"callSite.short": site}},
+        {"Event": "SparkListenerJobEnd", "Job ID": job_id, "Completion Time": end},
+    )) + "\n"
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="needs the zstd command")
+def test_bench_profile_reads_a_rolling_zstd_event_log_folder_in_order(tmp_path):
+    """Spark 4's default event log: a folder of events_<n>_<app>.zstd parts (part 10 after part 2)."""
+    from bench.profile import read_jobs
+
+    folder = tmp_path / "eventlog_v2_local-1"
+    folder.mkdir()
+    for n, (job, site) in {1: (0, "stage:a"), 2: (1, "stage:b"), 10: (2, "sink:c")}.items():
+        plain = folder / f"events_{n}_local-1"
+        plain.write_text(_job_events(job, site, 1000 * n, 1000 * n + 500))
+        subprocess.run(["zstd", "-q", "--rm", str(plain), "-o", f"{plain}.zstd"], check=True)
+    (folder / "appstatus_local-1").write_text("")
+    assert [(j.job_id, j.call_site, j.seconds) for j in read_jobs(folder)] == [(0, "stage:a", 0.5), (1, "stage:b", 0.5), (2, "sink:c", 0.5)]
+
+
+def test_bench_profile_names_a_codec_it_cannot_read(tmp_path):
+    from bench.profile import read_jobs
+
+    log = tmp_path / "events_1_local-1.lz4"
+    log.write_bytes(b"\x00")
+    with pytest.raises(SystemExit, match=r"compressed with lz4.*spark.eventLog.compress=false"):
+        read_jobs(log)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="no events_<n>_<app> files"):
+        read_jobs(tmp_path / "empty")
