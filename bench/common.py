@@ -44,8 +44,8 @@ def spark_settings(*, event_log: str | None = None, **conf: str) -> SparkSetting
     event_log = event_log or os.environ.get("EPOCHAL_BENCH_EVENT_LOG")
     if event_log:
         Path(event_log).mkdir(parents=True, exist_ok=True)
-        # One plain JSON-lines file per application, what bench.profile reads (Spark 4 writes rolling, zstd-compressed
-        # folders by default).
+        # One plain JSON-lines file per application (Spark 4 writes rolling, zstd-compressed folders by default,
+        # which bench.profile reads too, through the zstd command).
         extra |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{event_log}",
                   "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}
     return SparkSettings(

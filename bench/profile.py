@@ -47,19 +47,21 @@ def event_files(path: Path) -> list[Path]:
 
 
 def _lines(path: Path) -> Iterable[str]:
-    """The JSON lines of one event-log file; a zstd-compressed one (Spark 4's default codec) through ``zstd -dc``."""
+    """The JSON lines of one event-log file; a zstd-compressed one (Spark 4's default codec) streamed through
+    ``zstd -dc``."""
     codec = path.suffix.lstrip(".")
     if codec in ("", "inprogress"):
         with path.open() as fh:
             yield from fh
         return
-    if codec != "zstd" or shutil.which("zstd") is None:
-        raise SystemExit(
-            f"{path}: compressed with {codec}{' (and no zstd command here)' if codec == 'zstd' else ''}; "
-            "write the log plain: spark.eventLog.compress=false (bench runs do)"
-        )
-    text = subprocess.run(["zstd", "-dc", str(path)], check=True, capture_output=True, text=True).stdout
-    yield from text.splitlines()
+    if codec != "zstd":
+        raise SystemExit(f"{path}: compressed with {codec}; write the log plain: spark.eventLog.compress=false (bench runs do)")
+    if shutil.which("zstd") is None:
+        raise SystemExit(f"{path}: compressed with zstd and no zstd command here; install zstd, or write the log plain")
+    with subprocess.Popen(["zstd", "-dc", str(path)], stdout=subprocess.PIPE, text=True) as unzstd:
+        yield from unzstd.stdout
+    if unzstd.returncode:
+        raise SystemExit(f"{path}: zstd -dc failed ({unzstd.returncode})")
 
 
 def _events(path: Path) -> Iterable[dict[str, Any]]:
