@@ -32,6 +32,8 @@ def checkpoint_metadata(report, checkpoint_duration_s: float | None = None) -> d
         meta["code"] = dg.MetadataValue.text(report.code)
     if report.input_bytes is not None:
         meta["input_bytes"] = _num(report.input_bytes)
+    if report.steps:  # Delta's version checksum files: written by a run's last epoch, for the next process
+        meta["delta_checksums"] = dg.MetadataValue.text(str(report.checksums).lower())
     if report.checkpoint_id is not None:
         meta["checkpoint_id"] = _num(report.checkpoint_id)
     if checkpoint_duration_s is not None:

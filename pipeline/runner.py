@@ -62,6 +62,9 @@ class EpochReport:
     #: How Spark evaluated the epoch's expressions: ``generated`` code, ``interpreted`` (an epoch smaller
     #: than ``spark.codegen_min_mb``), or as ``spark.conf`` sets it.
     code: str | None = None
+    #: Whether the epoch's Delta commits wrote Delta's version checksum files (the run's last epoch: the versions
+    #: the next process opens first), or ``"spark.conf"`` when the configuration decides.
+    checksums: bool | str = False
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -85,6 +88,9 @@ class EpochRunner:
         self.on_epoch = on_epoch
         self.recovery = Recovery(deployment)
         self._last_checkpoint_epoch: int | None = None
+        #: The last epoch the first announced run goes to (:meth:`expect_run`): an epoch before it is not where
+        #: the next process starts, whatever the run that runs it.
+        self._announced_last: int | None = None
 
     # -- public ----------------------------------------------------------------------------
 
@@ -136,7 +142,7 @@ class EpochRunner:
             # the interval counts from the state's position.
             self._last_checkpoint_epoch = first - 1
         for epoch in range(first, last + 1):
-            done = self.run_epoch(epoch, replan=replan)
+            done = self.run_epoch(epoch, replan=replan, last_of_run=epoch == last and epoch >= (self._announced_last or 0))
             report.epochs.append(done)
             if (failure := self.d.coordinator.pipeline_failure) is not None:  # past the tolerable failures: stop
                 raise PipelineFailedError(
@@ -144,6 +150,8 @@ class EpochRunner:
                     f"{f' ({done.checkpoint_detail})' if done.checkpoint_detail else ''}; {failure}",
                     epoch=epoch, partition=done.partition, report=report,
                 )
+        if last >= (self._announced_last or 0):
+            self._announced_last = None  # reached: the next run announces its own
         report.jit = driver_jit(self.d.spark)
         return report
 
@@ -153,6 +161,11 @@ class EpochRunner:
         then start it when there is an epoch to run, before the epoch protocol marks anything in progress (a JVM
         that cannot start fails the run with nothing touched). A run with nothing to do starts no JVM. The first
         word counts: a process that calls :meth:`run` once per epoch says how many first."""
+        if self._announced_last is None:
+            try:
+                self._announced_last = self._last_epoch(to, now)
+            except Exception:  # noqa: BLE001 - the run itself reports a bad key
+                pass
         spark = self.d.spark
         if not isinstance(spark, LazySparkSession) or spark.started:
             return
@@ -186,12 +199,15 @@ class EpochRunner:
     # -- one epoch ---------------------------------------------------------------------------
 
     @leased("run")
-    def run_epoch(self, epoch: int, *, replan: bool = False, force_checkpoint: bool = False) -> EpochReport:
-        """Run one epoch as one transaction (:class:`epochal.pipeline.epoch.EpochTransaction`)."""
+    def run_epoch(
+        self, epoch: int, *, replan: bool = False, force_checkpoint: bool = False, last_of_run: bool = True
+    ) -> EpochReport:
+        """Run one epoch as one transaction (:class:`epochal.pipeline.epoch.EpochTransaction`); ``last_of_run``:
+        the next epoch runs in another process, so its commits write Delta's checksum files."""
         started = time.monotonic()
         report = EpochReport(epoch, self.d.partitioning.info(epoch).partition, 0.0)
         checkpoint = force_checkpoint or self.checkpoint_due(epoch)
-        EpochTransaction(self.d, epoch, report, checkpoint=checkpoint, replan=replan).run()
+        EpochTransaction(self.d, epoch, report, checkpoint=checkpoint, replan=replan, checksums=last_of_run).run()
         if report.checkpoint_status == "completed":
             self._last_checkpoint_epoch = epoch
         report.duration_s = round(time.monotonic() - started, 3)

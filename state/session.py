@@ -31,6 +31,10 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 #: Entries of Spark's generated-class cache: a few epochs' worth of distinct generated code (Spark's default: 100).
 CODEGEN_CACHE_ENTRIES = 2048
 
+#: Delta writes a version checksum file (``<version>.crc``: the table's protocol, metadata, file count and size)
+#: after each commit when this is true.
+CHECKSUM_FILES = "spark.databricks.delta.writeChecksumFile.enabled"
+
 #: The settings every session gets whatever the configuration (its ``spark.conf`` still overrides each).
 SESSION_DEFAULTS = {
     "spark.sql.extensions": DELTA_EXTENSION,
@@ -54,7 +58,8 @@ SESSION_DEFAULTS = {
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     # Delta's version checksum file (.crc) after every commit: one more file written and renamed per commit,
     # and warm epochs were faster without it in seven alternating rounds of nine (README.md, Performance).
-    "spark.databricks.delta.writeChecksumFile.enabled": "false",
+    # A run's last epoch writes them (checksum_files): the versions the next process opens first.
+    CHECKSUM_FILES: "false",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     # MapState puts: a later entry for the same map key wins.
     "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
@@ -350,6 +355,31 @@ def code_generation(spark: Any, settings: SparkSettings, data_bytes: int | None)
     finally:
         for key, value in before.items():
             spark.conf.set(key, value)
+
+
+@contextlib.contextmanager
+def checksum_files(spark: Any, settings: SparkSettings, write: bool):
+    """Delta's version checksum files written by the block's commits when ``write``; the session as it is otherwise.
+
+    A JVM that opens a table at a version without its checksum file reconstructs the version's protocol and
+    metadata with a Spark job, and the state after its first commit with more (three or four jobs a table, half a
+    second or more); with the file it reads them from it. Within a process Delta carries a table's state from one
+    commit to the next in memory, so the files are written only where a new process will start: by a run's last
+    epoch (README.md, Performance). Yields ``True`` (written), ``False`` (the session as it is) or
+    ``"spark.conf"`` when the configuration sets the key itself (then it is left alone).
+    """
+    if CHECKSUM_FILES in settings.conf:
+        yield "spark.conf"
+        return
+    if not write:
+        yield False
+        return
+    before = spark.conf.get(CHECKSUM_FILES)
+    spark.conf.set(CHECKSUM_FILES, "true")
+    try:
+        yield True
+    finally:
+        spark.conf.set(CHECKSUM_FILES, before)
 
 
 def started_session(spark: Any) -> Any:

@@ -24,6 +24,10 @@ def test_the_checkpoint_asset_shows_each_steps_seconds_jobs_and_compiled_classes
     assert "| stage:totals | 2.500 | 32 | 10 |" in table and "| sink:totals | 0.750 | 12 | 0 |" in table
     assert len(table) == 2 + 3
     assert meta["code"].value == "interpreted" and meta["input_bytes"].value == 2048
+    assert meta["delta_checksums"].value == "false"
+    report = _report()
+    report.checksums = True  # a run's last epoch
+    assert checkpoint_metadata(report)["delta_checksums"].value == "true"
 
 
 def test_an_epoch_of_unknown_size_shows_no_input_bytes():
