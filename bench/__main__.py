@@ -14,6 +14,7 @@ from pathlib import Path
 from bench import backfill, churn, epochs, state_size
 from bench.common import DRIVER_MEMORY, MASTER, RESULTS, WORK, load_results, save_results, stamp
 from bench.report import write_report
+from bench.ss_job import SS_DRIVER
 
 PARTS = ("epochs", "churn", "state", "backfill")
 FULL = {"sizes": [5_000, 1_000_000], "epochs": [6, 3], "churn_keys": 1_000_000,
@@ -54,6 +55,7 @@ def main() -> None:
     results = load_results(path)
     results["environment"] = {
         "cpus": os.cpu_count(), "master": MASTER, "driver_memory": DRIVER_MEMORY, "quick": args.quick,
+        "ss_driver": SS_DRIVER,
     }
     measured = results.setdefault("measured", {})  # when each section was measured, and the load then
     if "epochs" in parts:

@@ -97,12 +97,19 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out + [""]
 
 
+_SS_DRIVERS = {
+    "pyspark": "PySpark's as it comes",
+    "epochal": "PySpark with epochal's py4j view (EPOCHAL_BENCH_SS_DRIVER=epochal)",
+}
+
+
 def markdown(results: dict[str, Any]) -> str:
     lines = ["# epochal benchmark results", ""]
     env = results.get("environment", {})
     if env:
         lines += [f"Machine: {env.get('cpus')} CPUs (shared); Spark `{env.get('master')}`, "
-                  f"driver heap {env.get('driver_memory')}.", ""]
+                  f"driver heap {env.get('driver_memory')}; the Structured Streaming job's driver: "
+                  f"{_SS_DRIVERS.get(env.get('ss_driver', 'epochal'))}.", ""]
     measured = results.get("measured", {})
     if measured:
         lines += ["When each section was measured, and the machine's load average (1, 5, 15 min) as it started "

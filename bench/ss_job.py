@@ -18,7 +18,10 @@ processes them:
 
 The Spark settings are epochal's (:func:`epochal.state.session.build_spark_session`
 with the benchmark's :func:`bench.common.spark_settings`) plus the state store
-settings. Prints one JSON line like :mod:`bench.epochal_job`.
+settings, and the process's last batch writes Delta's checksum files, as epochal's
+last epoch of a run does. The driver is PySpark's as it comes, without the py4j
+view epochal's sessions install (``EPOCHAL_BENCH_SS_DRIVER=epochal`` gives it that
+view too). Prints one JSON line like :mod:`bench.epochal_job`.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ STATE_STORE_CONF = {
 APP_ID = "epochal-bench-ss"
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+#: ``pyspark``: PySpark's driver as it comes (the default); ``epochal``: with the py4j view epochal's sessions install.
+SS_DRIVER = os.environ.get("EPOCHAL_BENCH_SS_DRIVER", "pyspark")
 
 
 def link_partition(landing_files: list[str], input_dir: Path, partition: str) -> int:
@@ -142,7 +147,7 @@ def _progress(query) -> dict[str, Any]:
 
 def run(landing: str, work: Path, partitions: list[str]) -> dict[str, Any]:
     from epochal.pipeline.examples.clickstream.layout import partition_files
-    from epochal.state.session import build_spark_session, is_short_run
+    from epochal.state.session import CHECKSUM_FILES, build_spark_session, is_short_run
 
     settings = spark_settings(**STATE_STORE_CONF)
     # The same choice of the driver's compilers as epochal's runner makes (spark.jit: auto), with the size of
@@ -150,12 +155,16 @@ def run(landing: str, work: Path, partitions: list[str]) -> dict[str, Any]:
     state_bytes = sum(f.stat().st_size for f in (work / "checkpoint").rglob("*") if f.is_file())
     short = is_short_run(settings, len(partitions), state_bytes)
     with Stopwatch() as setup:
-        spark = build_spark_session(settings, app_name="epochal-bench-ss", short_run=short)
+        spark = build_spark_session(
+            settings, app_name="epochal-bench-ss", short_run=short, remember_lookups=SS_DRIVER == "epochal"
+        )
         writer = build_query(spark, work / "input", work)
     reset_jvm_peaks(spark)
     epochs = []
-    for partition in partitions:
+    for i, partition in enumerate(partitions):
         started = time.monotonic()
+        if i == len(partitions) - 1:  # the process's last batch: its commits are what the next process opens first
+            spark.conf.set(CHECKSUM_FILES, "true")
         link_partition(partition_files(landing, partition), work / "input", partition)
         query = writer.start()
         query.awaitTermination()

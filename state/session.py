@@ -226,11 +226,14 @@ def build_spark_session(
     app_name: str = "epochal",
     locations: Sequence[str] = (),
     short_run: bool = False,
+    remember_lookups: bool = True,
 ):
     """Return the process's SparkSession with Delta configured (created once per JVM).
 
     ``locations`` (landing, warehouse, checkpoints...) decide the extra jars:
-    the S3A connector when one of them is on S3. ``short_run``: see :func:`spark_conf`.
+    the S3A connector when one of them is on S3. ``short_run``: see :func:`spark_conf`. ``remember_lookups``:
+    the driver's py4j view keeps the JVM classes it looked up (:func:`_import_helpers`); False leaves PySpark's
+    driver as it comes (the benchmark's Structured Streaming job, as a Spark user runs it).
     """
     from pyspark.sql import SparkSession
 
@@ -253,7 +256,8 @@ def build_spark_session(
     if jars is None and started.get(resolved_jars.PACKAGES, None) == conf[resolved_jars.PACKAGES]:
         resolved_jars.remember(conf, started.get(resolved_jars.JARS, None))  # this session resolved them
     spark.sparkContext.setLogLevel(os.environ.get("EPOCHAL_SPARK_LOG_LEVEL", "ERROR"))
-    _import_helpers(spark)
+    if remember_lookups:
+        _import_helpers(spark)
     return spark
 
 

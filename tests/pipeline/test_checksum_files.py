@@ -70,6 +70,9 @@ def test_a_version_without_its_checksum_file_is_opened_with_a_job(spark, tmp_pat
     assert _versions(tmp_path / "t", _VERSION_CHECKSUM) == {1}
     assert _jobs_opening(spark, path) == 0
     assert sorted(r.id for r in spark.read.format("delta").load(path).collect()) == [0, 1, 2, 3, 4]
+    from deltalake import DeltaTable  # delta-rs opens it too
+
+    assert DeltaTable(path).version() == 1 and sorted(DeltaTable(path).to_pyarrow_table()["id"].to_pylist()) == [0, 1, 2, 3, 4]
 
 
 def test_a_configuration_that_sets_the_key_decides(spark, tmp_path, toy_registered):
