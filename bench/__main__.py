@@ -27,7 +27,7 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {PARTS}")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: check the harness, not the numbers")
@@ -42,6 +42,11 @@ def main() -> None:
                         help=f"backfill part: the sides to measure, of {tuple(backfill.SIDES)} (the others keep their last figures)")
     parser.add_argument("--work", type=Path, default=WORK)
     parser.add_argument("--results", type=Path, default=RESULTS)
+    return parser
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     plan = dict(QUICK if args.quick else FULL)
     for key in ("sizes", "epochs", "churn_keys", "state_sizes", "repeats"):
