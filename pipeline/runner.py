@@ -141,8 +141,9 @@ class EpochRunner:
             # A savepoint (or checkpoint) ahead of the state, after a restore by another process:
             # the interval counts from the state's position.
             self._last_checkpoint_epoch = first - 1
+        ends_announced = last >= (self._announced_last or 0)  # else this process runs on past ``last``
         for epoch in range(first, last + 1):
-            done = self.run_epoch(epoch, replan=replan, last_of_run=epoch == last and epoch >= (self._announced_last or 0))
+            done = self.run_epoch(epoch, replan=replan, last_of_run=ends_announced and epoch == last)
             report.epochs.append(done)
             if (failure := self.d.coordinator.pipeline_failure) is not None:  # past the tolerable failures: stop
                 raise PipelineFailedError(
@@ -150,7 +151,7 @@ class EpochRunner:
                     f"{f' ({done.checkpoint_detail})' if done.checkpoint_detail else ''}; {failure}",
                     epoch=epoch, partition=done.partition, report=report,
                 )
-        if last >= (self._announced_last or 0):
+        if ends_announced:
             self._announced_last = None  # reached: the next run announces its own
         report.jit = driver_jit(self.d.spark)
         return report

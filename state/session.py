@@ -351,14 +351,8 @@ def code_generation(spark: Any, settings: SparkSettings, data_bytes: int | None)
     if data_bytes is None or data_bytes >= settings.codegen_min_mb * 1024 * 1024:
         yield "generated"
         return
-    before = {key: spark.conf.get(key) for key in INTERPRETED}
-    for key, value in INTERPRETED.items():
-        spark.conf.set(key, value)
-    try:
+    with _session_values(spark, INTERPRETED):
         yield "interpreted"
-    finally:
-        for key, value in before.items():
-            spark.conf.set(key, value)
 
 
 @contextlib.contextmanager
@@ -378,12 +372,21 @@ def checksum_files(spark: Any, settings: SparkSettings, write: bool):
     if not write:
         yield False
         return
-    before = spark.conf.get(CHECKSUM_FILES)
-    spark.conf.set(CHECKSUM_FILES, "true")
-    try:
+    with _session_values(spark, {CHECKSUM_FILES: "true"}):
         yield True
+
+
+@contextlib.contextmanager
+def _session_values(spark: Any, values: Mapping[str, str]):
+    """The session's runtime settings at ``values`` while the block runs, its own values back after it."""
+    before = {key: spark.conf.get(key) for key in values}
+    for key, value in values.items():
+        spark.conf.set(key, value)
+    try:
+        yield
     finally:
-        spark.conf.set(CHECKSUM_FILES, before)
+        for key, value in before.items():
+            spark.conf.set(key, value)
 
 
 def started_session(spark: Any) -> Any:
