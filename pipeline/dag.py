@@ -79,6 +79,12 @@ class Pipeline:
             counts[ref] = counts.get(ref, 0) + 1
         return counts
 
+    def unread_outputs(self, stage: Stage) -> frozenset[str]:
+        """The outputs of ``stage`` that no stage and no sink reads (a lone output is also read by the stage's name)."""
+        counts = self.consumer_counts
+        by_name = counts.get(stage.name, 0) if len(stage.outputs) == 1 else 0
+        return frozenset(o for o in stage.outputs if counts.get(f"{stage.name}.{o}", 0) + by_name == 0)
+
     @property
     def stateful_stages(self) -> list[Stage]:
         return [s for s in self._order if s.keyed_state or s.operator_state]

@@ -82,7 +82,10 @@ class Deployment:
         keyed = self.keyed[stage.name]
         keyed.begin_epoch(epoch, info.clock)
         store = store or OperatorStateStore(self.operator[stage.name], self.parallelism)
-        return StageContext(self.spark, info, keyed, store, self.parallelism, {"settings": self.settings})
+        return StageContext(
+            self.spark, info, keyed, store, self.parallelism, {"settings": self.settings},
+            unread=self.pipeline.unread_outputs(stage),
+        )
 
     def plan_path(self, source: str, epoch: int) -> str:
         return self.storage.child("plans", source, f"{epoch:012d}.json")

@@ -53,10 +53,17 @@ class StageContext:
     operator: OperatorStateStore
     parallelism: int
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: The stage's outputs that no stage and no sink of the pipeline reads (the runner fills it in).
+    unread: frozenset[str] = frozenset()
 
     @property
     def epoch(self) -> int:
         return self.info.epoch
+
+    def is_read(self, output: str) -> bool:
+        """Whether a stage or a sink reads ``output`` of this stage: a stage may skip work that serves only
+        outputs nobody reads (caching a frame for two consumers, say). Its return value still names every output."""
+        return output not in self.unread
 
     @property
     def partition(self) -> str:
