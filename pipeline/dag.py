@@ -27,6 +27,7 @@ class Pipeline:
     sinks: Sequence[SinkSpec]
     max_parallelism: int = 128
     _order: list[Stage] = field(default_factory=list, init=False, repr=False)
+    _consumers: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not _DAGSTER_NAME.match(str(self.name)):
@@ -35,6 +36,8 @@ class Pipeline:
                 "(it names the Dagster job, schedule and sensor)"
             )
         self._order = self._validate()
+        for ref in [i for s in self.stages for i in s.inputs] + [s.input for s in self.sinks]:
+            self._consumers[ref] = self._consumers.get(ref, 0) + 1
 
     def _outputs(self) -> set[str]:
         refs = {s.name for s in self.sources}
@@ -71,19 +74,14 @@ class Pipeline:
         """Stages in DAG order."""
         return list(self._order)
 
-    @property
-    def consumer_counts(self) -> dict[str, int]:
-        """How many stages and sinks read each output reference."""
-        counts: dict[str, int] = {}
-        for ref in [i for s in self.stages for i in s.inputs] + [s.input for s in self.sinks]:
-            counts[ref] = counts.get(ref, 0) + 1
-        return counts
+    def readers(self, stage: Stage, output: str) -> int:
+        """How many stages and sinks read ``output`` of ``stage`` (a lone output is also read by the stage's name)."""
+        by_name = self._consumers.get(stage.name, 0) if len(stage.outputs) == 1 else 0
+        return self._consumers.get(f"{stage.name}.{output}", 0) + by_name
 
     def unread_outputs(self, stage: Stage) -> frozenset[str]:
-        """The outputs of ``stage`` that no stage and no sink reads (a lone output is also read by the stage's name)."""
-        counts = self.consumer_counts
-        by_name = counts.get(stage.name, 0) if len(stage.outputs) == 1 else 0
-        return frozenset(o for o in stage.outputs if counts.get(f"{stage.name}.{o}", 0) + by_name == 0)
+        """The outputs of ``stage`` that no stage and no sink reads."""
+        return frozenset(o for o in stage.outputs if self.readers(stage, o) == 0)
 
     @property
     def stateful_stages(self) -> list[Stage]:

@@ -269,10 +269,9 @@ class EpochTransaction(_CheckpointingTransaction):
             raise
         except Exception as exc:  # noqa: BLE001 - the user-code boundary
             raise StageError(stage.name, self.epoch, ctx.partition, exc) from exc
-        consumers = d.pipeline.consumer_counts
         for out, frame in produced.items():
             ref = f"{stage.name}.{out}"
-            if isinstance(frame, DataFrame) and consumers.get(ref, 0) + consumers.get(stage.name, 0) > 1:
+            if isinstance(frame, DataFrame) and d.pipeline.readers(stage, out) > 1:
                 frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
                 self._persisted.append(frame)
             self.outputs[ref] = frame

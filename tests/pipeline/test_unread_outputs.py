@@ -35,6 +35,8 @@ def test_unread_outputs_come_from_the_stages_and_sinks_that_read_them(tmp_path):
     settings = Settings(landing=str(tmp_path))
     full = build_pipeline(settings)
     assert {s.name: full.unread_outputs(s) for s in full.stages} == {s.name: frozenset() for s in full.stages}
+    dedupe = next(s for s in full.stages if s.name == S.DEDUPE)
+    assert full.readers(dedupe, "distinct") == 3  # users, hours and sessions: the runner persists it
     core = _without_quarantine(settings)
     assert {s.name: core.unread_outputs(s) for s in core.stages} == {
         S.PARSE: {"quarantine"}, S.DEDUPE: frozenset(), S.USERS: frozenset(), S.HOURS: frozenset(),
