@@ -153,7 +153,8 @@ def run(landing: str, work: Path, partitions: list[str]) -> dict[str, Any]:
     # The same choice of the driver's compilers as epochal's runner makes (spark.jit: auto), with the size of
     # the query's checkpoint (its RocksDB state and logs) as the state's size.
     state_bytes = sum(f.stat().st_size for f in (work / "checkpoint").rglob("*") if f.is_file())
-    short = is_short_run(settings, len(partitions), state_bytes)
+    input_bytes = sum(Path(f).stat().st_size for p in partitions for f in partition_files(landing, p))
+    short = is_short_run(settings, len(partitions), state_bytes, input_bytes)
     with Stopwatch() as setup:
         spark = build_spark_session(
             settings, app_name="epochal-bench-ss", short_run=short, remember_lookups=SS_DRIVER == "epochal"

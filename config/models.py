@@ -123,7 +123,8 @@ class SparkSettings(_Strict):
             "The driver JVM's compilers. tiered: HotSpot's default (C1, then C2 for hot code: fastest after a few "
             "epochs). quick: C1 alone, which compiles a fraction as much: a process that runs one or two small "
             "epochs ends sooner (a scheduled run). auto: quick for a run of at most two epochs whose state at the "
-            "last checkpoint is below codegen_min_mb, tiered otherwise. The driver only; executors keep their own."
+            "last checkpoint is below codegen_min_mb, or of at most eight whose sources' files total under 1 MB "
+            "(a source that cannot say counts as large), tiered otherwise. The driver only; executors keep their own."
         ),
     )
     gc: Gc = Field(

@@ -47,7 +47,7 @@ class SparkResource(dg.ConfigurableResource):
 
     def session(self, locations: tuple[str, ...] = (), *, short_run: bool = False):
         """The session; ``locations`` on S3 add the S3A connector (see ``epochal.state.delta.objectstore``);
-        ``short_run``: one or two small epochs (``spark.jit: auto``)."""
+        ``short_run``: a short run (``is_short_run``, for ``spark.jit: auto``)."""
         from epochal.state.session import build_spark_session
 
         return build_spark_session(self.settings(), locations=locations, short_run=short_run)

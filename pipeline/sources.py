@@ -28,6 +28,10 @@ class SourceBatch:
 
 
 class Source(Protocol):
+    """An epoch's input. A source may also have ``input_bytes(info) -> int | None``: the bytes the epoch would
+    read, asked before the run starts Spark without planning anything (``spark.jit: auto``, see
+    :func:`run_input_bytes`); a source without it leaves the run's input unknown."""
+
     name: str
 
     def plan(self, info: EpochInfo) -> SourceBatch:
@@ -52,6 +56,26 @@ class HourlyFolderSource:
             files=files,
             position={"partition": info.partition, "epoch": info.epoch, "files": list(files)},
         )
+
+    def input_bytes(self, info: EpochInfo) -> int | None:
+        """The bytes of the partition's files as they are now (None when one is gone while listed)."""
+        sizes = [(fingerprint(f) or {}).get("size") for f in self.plan(info).files]  # plan: a listing, no state
+        return None if None in sizes else sum(int(s) for s in sizes)
+
+
+def run_input_bytes(sources: Sequence[Any], infos: Sequence[EpochInfo]) -> int | None:
+    """The bytes every source would read over ``infos``, or None when a source cannot say (no ``input_bytes``)."""
+    total = 0
+    for source in sources:
+        size = getattr(source, "input_bytes", None)
+        if size is None:
+            return None
+        for info in infos:
+            found = size(info)
+            if found is None:
+                return None
+            total += found
+    return total
 
 
 def batch_from_position(name: str, position: dict[str, Any]) -> SourceBatch:

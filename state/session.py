@@ -76,18 +76,29 @@ SESSION_DEFAULTS = {
 QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 #: The most epochs a run may have for ``spark.jit: auto`` to choose the quick compiler.
 SHORT_RUN_EPOCHS = 2
+#: A run of a few epochs whose input is known and tiny runs C1 alone too: its epochs are mostly the fixed driver
+#: work (planning, Delta's log) that C2 would compile for and never repay. Three to eight epochs of 40 events
+#: (12 KB) each in a fresh process, C1 alone against tiered: 31.7/32.5 s (3), 50.8/53.9 s (6), 63.7/63.9 s (8)
+#: on a quiet machine, with a third less CPU (36/53, 58/84, 72/98 CPU-seconds: the test suite's two workers
+#: share two cores); at 5k events (760 KB) an epoch, tiered is faster from the third (README.md, Performance).
+TINY_RUN_EPOCHS = 8
+TINY_RUN_INPUT_BYTES = 1024 * 1024
 
 
-def is_short_run(settings: SparkSettings, epochs: int, state_bytes: int) -> bool:
+def is_short_run(settings: SparkSettings, epochs: int, state_bytes: int, input_bytes: int | None = None) -> bool:
     """Whether ``spark.jit: auto`` starts the driver with the quick compiler for a run of ``epochs`` epochs.
 
     In a fresh JVM, C2 (the optimizing compiler) spends more CPU than the epoch itself: an epoch of the
     example at 5k events used 24 s of C2 time and 15 s on the driver's main thread, on two cores (README.md,
     Performance). C1 alone compiles a fraction of that and makes the first epoch and the start faster, but
-    its code is slower once warm: from the third epoch on, and for large data, tiered compilation wins.
+    its code is slower once warm: from the third epoch on, and for large data, tiered compilation wins, unless
+    the run's input is known to be tiny (``input_bytes``, the sources' files of all its epochs: see
+    :data:`TINY_RUN_INPUT_BYTES`), when it takes up to :data:`TINY_RUN_EPOCHS`.
     """
-    small = state_bytes < settings.codegen_min_mb * 1024 * 1024
-    return 0 < epochs <= SHORT_RUN_EPOCHS and small
+    if epochs <= 0 or state_bytes >= settings.codegen_min_mb * 1024 * 1024:
+        return False
+    tiny = input_bytes is not None and input_bytes < TINY_RUN_INPUT_BYTES
+    return epochs <= SHORT_RUN_EPOCHS or (tiny and epochs <= TINY_RUN_EPOCHS)
 
 
 def jit_conf(settings: SparkSettings, conf: Mapping[str, str], *, short: bool) -> dict[str, str]:
@@ -172,7 +183,7 @@ def spark_conf(
 
     ``locations`` are the deployment's storage roots: one on S3 adds the S3A
     settings derived from ``environ`` (endpoint, region; never credentials).
-    ``short_run``: the process runs one or two small epochs (:func:`is_short_run`), for ``spark.jit: auto``.
+    ``short_run``: the process runs a short run (:func:`is_short_run`), for ``spark.jit: auto``.
     """
     cores = _local_cores(settings.master) if _is_local(settings.master) else settings.parallelism
     shuffle = settings.shuffle_partitions or max(settings.parallelism, cores)

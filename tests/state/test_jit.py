@@ -12,7 +12,9 @@ import pytest
 
 from epochal.config import ConfigError, SparkSettings, load_settings
 from epochal.state import jvm_archive
-from epochal.state.session import QUICK_JIT, LazySparkSession, driver_jit, is_short_run, spark_conf
+from epochal.state.session import (
+    QUICK_JIT, TINY_RUN_EPOCHS, TINY_RUN_INPUT_BYTES, LazySparkSession, driver_jit, is_short_run, spark_conf,
+)
 
 MB = 1024 * 1024
 
@@ -51,6 +53,39 @@ def test_a_short_run_is_one_or_two_epochs_of_small_state():
     assert not is_short_run(settings, 3, 0)  # a backfill, or a run catching up: C2 pays off
     assert not is_short_run(settings, 1, 8 * MB)  # large state: the epoch's own work dominates
     assert not is_short_run(settings, 0, 0)  # nothing to run
+
+
+def test_a_few_epochs_of_tiny_known_input_are_a_short_run_too():
+    settings = SparkSettings(codegen_min_mb=8)
+    tiny, big = TINY_RUN_INPUT_BYTES - 1, TINY_RUN_INPUT_BYTES
+    assert is_short_run(settings, 3, 0, tiny) and is_short_run(settings, TINY_RUN_EPOCHS, 0, tiny)
+    assert not is_short_run(settings, TINY_RUN_EPOCHS + 1, 0, tiny)  # a backfill: C2 pays off however small
+    assert not is_short_run(settings, 3, 0, big)  # 5k events an epoch: tiered from the third epoch
+    assert not is_short_run(settings, 3, 0, None)  # a source that cannot say: as before
+    assert not is_short_run(settings, 3, 8 * MB, tiny)  # large state
+
+
+def test_the_run_input_is_the_sources_files_over_its_epochs_or_unknown(tmp_path):
+    from datetime import datetime, timezone
+
+    from epochal.config import Granularity
+    from epochal.pipeline.partitions import Partitioning
+    from epochal.pipeline.sources import HourlyFolderSource, run_input_bytes
+
+    for hour, size in ((0, 100), (1, 0), (2, 250)):
+        folder = tmp_path / "dt=2026-11-01" / f"hour={hour:02d}"
+        folder.mkdir(parents=True)
+        (folder / "part-0.jsonl").write_bytes(b"x" * size)
+    infos = [Partitioning(datetime(2026, 11, 1, tzinfo=timezone.utc), Granularity.HOURLY).info(e) for e in range(4)]
+    source = HourlyFolderSource("landing", str(tmp_path))
+    assert run_input_bytes([source], infos[:3]) == 350
+    assert run_input_bytes([source], infos) == 350  # an hour not landed yet: no files
+    assert run_input_bytes([source, source], infos[:1]) == 200
+
+    class Planned:  # a source with plan() alone
+        name = "other"
+
+    assert run_input_bytes([source, Planned()], infos) is None
 
 
 def test_a_bad_value_is_refused_naming_the_key(tmp_path):
