@@ -28,7 +28,7 @@ from epochal.pipeline.recovery import Recovery, Restored
 from epochal.pipeline.savepoints import take_savepoint
 from epochal.pipeline.sinks import refuse_written_sinks
 from epochal.pipeline.sources import run_input_bytes
-from epochal.state.session import SHORT_RUN_EPOCHS, TINY_RUN_EPOCHS, LazySparkSession, driver_jit, is_short_run
+from epochal.state.session import LazySparkSession, driver_jit, is_short_run
 
 log = logging.getLogger("epochal.runner")
 
@@ -178,22 +178,23 @@ class EpochRunner:
                 if from_ is not None:
                     first = min(first, self.d.partitioning.epoch(from_))
                 epochs = self._last_epoch(to, now) - first + 1
+                if epochs <= 0:
+                    return
                 latest = self.d.coordinator.store.latest()
-                input_bytes = self._run_input_bytes(first, epochs)
+                short = self._short_run(first, epochs, latest.metadata.state_bytes if latest is not None else 0)
             except Exception:  # noqa: BLE001 - the run itself reports a bad key or storage, before any Spark
                 return
-            if epochs <= 0:
-                return
-            state_bytes = latest.metadata.state_bytes if latest is not None else 0
-            spark.expect(short_run=is_short_run(self.d.settings.spark, epochs, state_bytes, input_bytes))
+            spark.expect(short_run=short)
         spark.get()
 
-    def _run_input_bytes(self, first: int, epochs: int) -> int | None:
-        """The sources' bytes over the run's epochs where that decides ``spark.jit: auto`` (a few epochs), else None."""
-        if not SHORT_RUN_EPOCHS < epochs <= TINY_RUN_EPOCHS:
-            return None
+    def _short_run(self, first: int, epochs: int, state_bytes: int) -> bool:
+        """``spark.jit: auto``'s choice (:func:`is_short_run`); the sources are sized only when that can change it."""
+        settings = self.d.settings.spark
+        decided = is_short_run(settings, epochs, state_bytes)
+        if decided or not is_short_run(settings, epochs, state_bytes, 0):
+            return decided
         infos = [self.d.partitioning.info(epoch) for epoch in range(first, first + epochs)]
-        return run_input_bytes(self.d.pipeline.sources, infos)
+        return is_short_run(settings, epochs, state_bytes, run_input_bytes(self.d.pipeline.sources, infos))
 
     def _last_epoch(self, to: str | None, now: datetime | None) -> int:
         if to is not None:

@@ -29,7 +29,7 @@ class SourceBatch:
 
 class Source(Protocol):
     """An epoch's input. A source may also have ``input_bytes(info) -> int | None``: the bytes the epoch would
-    read, asked before the run starts Spark without planning anything (``spark.jit: auto``, see
+    read, asked before the run starts Spark, with no plan recorded (``spark.jit: auto``, see
     :func:`run_input_bytes`); a source without it leaves the run's input unknown."""
 
     name: str
