@@ -21,7 +21,7 @@ Two rules every stage here keeps:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Mapping, Sequence
 
 from pyspark import StorageLevel
@@ -85,9 +85,12 @@ def _micros(delta: timedelta) -> int:
     return delta // timedelta(microseconds=1)
 
 
-def _minus(ts: Column, micros: int) -> Column:
-    """``ts - micros`` in exact microseconds (no time-zone or calendar arithmetic)."""
-    return F.timestamp_micros(F.unix_micros(ts) - F.lit(micros))
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _instant(micros: int) -> datetime:
+    """Microseconds since the epoch as an aware UTC datetime (exact: no float, no local time zone)."""
+    return _EPOCH + timedelta(microseconds=micros)
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -346,56 +349,51 @@ class SessionStage(_HoldingStage):
     def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
         self.release()
         distinct = inputs[self.inputs[0]]
-        marks = self._advance_watermark(ctx, distinct)
-        flagged = distinct.crossJoin(F.broadcast(marks.select("watermark_before"))).withColumn(
-            "__late", F.coalesce(F.col("event_time") < F.col("watermark_before"), F.lit(False))
-        )
+        before, after = self._advance_watermark(ctx, distinct)
+        is_late = F.lit(False) if before is None else F.col("event_time") < F.lit(before)
+        flagged = distinct.withColumn("__late", F.coalesce(is_late, F.lit(False)))
         late = flagged.where("__late").select(*LATE_EVENTS_SCHEMA.names)
-        watermark = marks.select("watermark_after")
         timers = self.timers.read(ctx.keyed)
-        users = self._held.hold(self._close_sessions(ctx, flagged.where(~F.col("__late")), watermark, timers))
+        users = self._held.hold(self._close_sessions(ctx, flagged.where(~F.col("__late")), after, timers))
         self._write_sessions(ctx, users, timers)
         return {"sessions": _emitted(users), "late_events": _conform(late, LATE_EVENTS_SCHEMA)}
 
-    def _advance_watermark(self, ctx: StageContext, distinct: DataFrame) -> DataFrame:
-        """One row: ``watermark_before``, ``watermark_after`` (null before any event); stages the new max."""
-        lateness = _micros(self.allowed_lateness)
-        state = ctx.operator.get_union_list_state(self.max_event_time)
-        before = state.get().agg(F.max("value").alias("old_max"))  # read at the call, whenever Spark evaluates it
-        batch = distinct.agg(F.max("event_time").alias("batch_max"))
-        newest = F.greatest("old_max", "batch_max")
-        marks = self._held.hold(
-            before.crossJoin(batch).select(
-                _minus(F.col("old_max"), lateness).alias("watermark_before"),
-                newest.alias("max_event_time"),
-                _minus(newest, lateness).alias("watermark_after"),
-            )
-        )
-        new_state = marks.where(F.col("max_event_time").isNotNull()).select(
-            F.lit(0).alias("subtask"), F.col("max_event_time").alias("value")
-        )
-        state.update(new_state)
-        return marks
+    def _advance_watermark(self, ctx: StageContext, distinct: DataFrame) -> tuple[datetime | None, datetime | None]:
+        """The watermark before and after this epoch's events (None before any event); stages the new max.
 
-    def _close_sessions(self, ctx: StageContext, on_time: DataFrame, watermark: DataFrame, timers: DataFrame) -> DataFrame:
+        The watermark is one number per epoch, as in Flink: it is computed once (one small job: the
+        state's max and the batch's max, in exact microseconds) and used as a literal, not joined in.
+        """
+        state = ctx.operator.get_union_list_state(self.max_event_time)
+        old = state.get().agg(F.max(F.unix_micros("value")).alias("old"))
+        batch = distinct.agg(F.max(F.unix_micros("event_time")).alias("batch"))
+        row = old.crossJoin(batch).first()
+        seen = [m for m in (row["old"], row["batch"]) if m is not None]
+        newest = _instant(max(seen)) if seen else None
+        kept = [(0, newest)] if newest is not None else []
+        schema = T.StructType([T.StructField("subtask", T.IntegerType()), T.StructField("value", T.TimestampType())])
+        state.update(distinct.sparkSession.createDataFrame(kept, schema))
+        before = None if row["old"] is None else _instant(row["old"]) - self.allowed_lateness
+        return before, None if newest is None else newest - self.allowed_lateness
+
+    def _close_sessions(self, ctx: StageContext, on_time: DataFrame, watermark: datetime | None, timers: DataFrame) -> DataFrame:
         """Per user with on-time events or a due timer: ``user_id``, ``closed`` and ``open`` sessions."""
         new = on_time.groupBy("user_id").agg(F.collect_list(_event_span()).alias("new"))
-        fired = self.timers.due(ctx.keyed, watermark, current=timers).select(F.col("key").alias("user_id"))
-        touched = new.select("user_id").union(fired).distinct()
+        due = timers.where(F.lit(False)) if watermark is None else self.timers.due(ctx.keyed, watermark, current=timers)
+        touched = new.select("user_id").union(due.select(F.col("key").alias("user_id"))).distinct()
         old = ctx.keyed.values(self.open_sessions).select(F.col("key").alias("user_id"), F.col("value").alias("old"))
         empty = F.array().cast(_SESSIONS_TYPE)
         merged = merge_session_spans(F.concat(F.coalesce("old", empty), F.coalesce("new", empty)), self.gap)
-        gap = F.lit(_micros(self.gap))
+        # A session closes once end + gap < the watermark; before any watermark none does.
+        limit = None if watermark is None else (watermark - _EPOCH) // timedelta(microseconds=1) - _micros(self.gap)
 
         def closes(session: Column) -> Column:
-            closable = F.unix_micros(session["end"]) + gap < F.unix_micros(F.col("watermark_after"))
-            return F.coalesce(closable, F.lit(False))
+            return F.lit(False) if limit is None else F.unix_micros(session["end"]) < F.lit(limit)
 
         return (
             touched.join(new, "user_id", "left")
             .join(old, "user_id", "left")
-            .crossJoin(F.broadcast(watermark))
-            .select("user_id", merged.alias("sessions"), "watermark_after")
+            .select("user_id", merged.alias("sessions"))
             .select(
                 "user_id",
                 F.filter("sessions", closes).alias("closed"),
