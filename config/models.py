@@ -98,6 +98,16 @@ class SparkSettings(_Strict):
             "expressions interpreted, without the compile time that dominates them. 0: always generate code."
         ),
     )
+    broadcast_join_min_mb: Float = Field(
+        default=8,
+        ge=0,
+        description=(
+            "Spark broadcasts the smaller side of a join by its size (spark.sql.autoBroadcastJoinThreshold) only in "
+            "an epoch whose data (the sources' planned files plus the state at the last checkpoint) reaches this many "
+            "MB, or whose size is unknown; smaller epochs join by shuffle, saving a Spark job per join. A broadcast() "
+            "hint still broadcasts. 0: always as Spark decides."
+        ),
+    )
     state_rewrite_below_mb: Float = Field(
         default=4,
         ge=0,

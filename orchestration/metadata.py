@@ -30,6 +30,8 @@ def checkpoint_metadata(report, checkpoint_duration_s: float | None = None) -> d
         meta["steps"] = dg.MetadataValue.md(steps_table(report.steps))
     if report.code:  # generated code or interpreted expressions (by the epoch's size, spark.codegen_min_mb)
         meta["code"] = dg.MetadataValue.text(report.code)
+    if report.joins:  # joins by shuffle or Spark's broadcasts (by the epoch's size, spark.broadcast_join_min_mb)
+        meta["joins"] = dg.MetadataValue.text(report.joins)
     if report.input_bytes is not None:
         meta["input_bytes"] = _num(report.input_bytes)
     if report.steps:  # Delta's version checksum files: written by a run's last epoch, for the next process

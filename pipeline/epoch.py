@@ -40,7 +40,7 @@ from epochal.state.checkpoint import CompletedCheckpoint
 from epochal.state.checkpoint.metadata import CheckpointKind
 from epochal.state.checkpoint.retention import release_subsumed
 from epochal.state.handles import StateHandle
-from epochal.state.session import checksum_files, code_generation
+from epochal.state.session import checksum_files, code_generation, join_strategy
 
 if TYPE_CHECKING:
     from epochal.pipeline.deployment import Deployment
@@ -169,6 +169,7 @@ class EpochTransaction(_CheckpointingTransaction):
         state_bytes = latest.metadata.state_bytes if latest else 0
         data = None if self.report.input_bytes is None else self.report.input_bytes + state_bytes
         self.report.code = self._scope.enter_context(code_generation(self.d.spark, self.d.settings.spark, data))
+        self.report.joins = self._scope.enter_context(join_strategy(self.d.spark, self.d.settings.spark, data))
         self.report.checksums = self._scope.enter_context(checksum_files(self.d.spark, self.d.settings.spark, self.checksums))
         crashpoint("after_plan", self.epoch)
 

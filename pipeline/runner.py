@@ -63,6 +63,9 @@ class EpochReport:
     #: How Spark evaluated the epoch's expressions: ``generated`` code, ``interpreted`` (an epoch smaller
     #: than ``spark.codegen_min_mb``), or as ``spark.conf`` sets it.
     code: str | None = None
+    #: How the epoch's joins ran: ``shuffle`` (an epoch smaller than ``spark.broadcast_join_min_mb``: no broadcast by
+    #: size), ``auto`` (Spark broadcasts sides under its threshold), or as ``spark.conf`` sets it.
+    joins: str | None = None
     #: Whether the epoch's Delta commits wrote Delta's version checksum files (the run's last epoch: the versions
     #: the next process opens first), or ``"spark.conf"`` when the configuration decides.
     checksums: bool | str = False

@@ -13,7 +13,8 @@ def _report() -> EpochReport:
         "sink:totals": {"s": 0.75, "jobs": 12, "compiled": 0},
     }
     return EpochReport(epoch=3, partition="2026-11-01-03:00", duration_s=3.3, steps=steps, spark_jobs=44,
-                       compiled_classes=10, stages={"totals": {"duration_s": 2.5}}, input_bytes=2048, code="interpreted")
+                       compiled_classes=10, stages={"totals": {"duration_s": 2.5}}, input_bytes=2048, code="interpreted",
+                       joins="shuffle")
 
 
 def test_the_checkpoint_asset_shows_each_steps_seconds_jobs_and_compiled_classes():
@@ -23,7 +24,7 @@ def test_the_checkpoint_asset_shows_each_steps_seconds_jobs_and_compiled_classes
     assert table[0] == "| step | seconds | Spark jobs | classes compiled |"
     assert "| stage:totals | 2.500 | 32 | 10 |" in table and "| sink:totals | 0.750 | 12 | 0 |" in table
     assert len(table) == 2 + 3
-    assert meta["code"].value == "interpreted" and meta["input_bytes"].value == 2048
+    assert meta["code"].value == "interpreted" and meta["input_bytes"].value == 2048 and meta["joins"].value == "shuffle"
     assert meta["delta_checksums"].value == "false"
     report = _report()
     report.checksums = True  # a run's last epoch
