@@ -30,6 +30,7 @@ class SparkResource(dg.ConfigurableResource):
     ui_enabled: bool = False
     driver_memory: str = "2g"
     codegen_min_mb: float = SparkSettings.model_fields["codegen_min_mb"].default
+    broadcast_join_min_mb: float = SparkSettings.model_fields["broadcast_join_min_mb"].default
     state_rewrite_below_mb: float = SparkSettings.model_fields["state_rewrite_below_mb"].default
     sink_rewrite_below_mb: float = SparkSettings.model_fields["sink_rewrite_below_mb"].default
     jit: str = SparkSettings.model_fields["jit"].default.value
