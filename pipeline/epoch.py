@@ -40,7 +40,7 @@ from epochal.state.checkpoint import CompletedCheckpoint
 from epochal.state.checkpoint.metadata import CheckpointKind
 from epochal.state.checkpoint.retention import release_subsumed
 from epochal.state.handles import StateHandle
-from epochal.state.session import checksum_files, code_generation, join_strategy
+from epochal.state.epoch_conf import checksum_files, code_generation, join_strategy
 
 if TYPE_CHECKING:
     from epochal.pipeline.deployment import Deployment

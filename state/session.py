@@ -58,7 +58,7 @@ SESSION_DEFAULTS = {
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     # Delta's version checksum file (.crc) after every commit: one more file written and renamed per commit,
     # and warm epochs were faster without it in seven alternating rounds of nine (README.md, Performance).
-    # A run's last epoch writes them (checksum_files): the versions the next process opens first.
+    # A run's last epoch writes them (epoch_conf.checksum_files): the versions the next process opens first.
     CHECKSUM_FILES: "false",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
     # MapState puts: a later entry for the same map key wins.
@@ -339,91 +339,6 @@ class LazySparkSession:
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.get(), name)
-
-
-#: Spark evaluates every expression interpreted: no whole-stage code, and the expression factories skip Janino
-#: (``NO_CODEGEN``; Spark's own default ``FALLBACK`` generates code and interprets only what fails to compile).
-INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-
-
-@contextlib.contextmanager
-def code_generation(spark: Any, settings: SparkSettings, data_bytes: int | None):
-    """Interpreted expressions while the block runs when its data is small; the session as it is otherwise.
-
-    Below ``settings.codegen_min_mb`` (``data_bytes`` known) the block runs interpreted, and the
-    session's own values come back after it: a small epoch's queries are planned afresh every epoch and
-    their generated classes differ in their literals, so compiling them costs more than evaluating them
-    (README.md, Performance). Yields ``"interpreted"``, ``"generated"`` (nothing changed), or
-    ``"spark.conf"`` when the configuration sets either setting itself (then it is left alone).
-    """
-    if any(key in settings.conf for key in INTERPRETED):
-        yield "spark.conf"
-        return
-    if data_bytes is None or data_bytes >= settings.codegen_min_mb * 1024 * 1024:
-        yield "generated"
-        return
-    with _session_values(spark, INTERPRETED):
-        yield "interpreted"
-
-
-#: Spark's size limit for broadcasting the smaller side of a join (each broadcast is a Spark job of its own).
-BROADCAST_THRESHOLD = "spark.sql.autoBroadcastJoinThreshold"
-
-
-@contextlib.contextmanager
-def join_strategy(spark: Any, settings: SparkSettings, data_bytes: int | None):
-    """Joins by shuffle while the block runs when its data is small; the session as it is otherwise.
-
-    Below ``settings.broadcast_join_min_mb`` (``data_bytes`` known) Spark broadcasts no join side by size
-    (``spark.sql.autoBroadcastJoinThreshold`` -1; a ``broadcast()`` hint still broadcasts), and the session's own
-    value comes back after it. In a small epoch every side is under Spark's 10 MB limit, so every join was a
-    broadcast: a Spark job of its own (collect the side, broadcast it) where a shuffle join is a stage of the job
-    that needs it. The full example at 5k events: 20 jobs a warm epoch instead of 12 (README.md, Performance).
-    Yields ``"shuffle"``, ``"auto"`` (nothing changed: Spark's size rule), or ``"spark.conf"`` when the
-    configuration sets the threshold itself (then it is left alone).
-    """
-    if BROADCAST_THRESHOLD in settings.conf:
-        yield "spark.conf"
-        return
-    if data_bytes is None or data_bytes >= settings.broadcast_join_min_mb * 1024 * 1024:
-        yield "auto"
-        return
-    with _session_values(spark, {BROADCAST_THRESHOLD: "-1"}):
-        yield "shuffle"
-
-
-@contextlib.contextmanager
-def checksum_files(spark: Any, settings: SparkSettings, write: bool):
-    """Delta's version checksum files written by the block's commits when ``write``; the session as it is otherwise.
-
-    A JVM that opens a table at a version without its checksum file reconstructs the version's protocol and
-    metadata with a Spark job, and the state after its first commit with more (three or four jobs a table, half a
-    second or more); with the file it reads them from it. Within a process Delta carries a table's state from one
-    commit to the next in memory, so the files are written only where a new process will start: by a run's last
-    epoch (README.md, Performance). Yields ``True`` (written), ``False`` (the session as it is) or
-    ``"spark.conf"`` when the configuration sets the key itself (then it is left alone).
-    """
-    if CHECKSUM_FILES in settings.conf:
-        yield "spark.conf"
-        return
-    if not write:
-        yield False
-        return
-    with _session_values(spark, {CHECKSUM_FILES: "true"}):
-        yield True
-
-
-@contextlib.contextmanager
-def _session_values(spark: Any, values: Mapping[str, str]):
-    """The session's runtime settings at ``values`` while the block runs, its own values back after it."""
-    before = {key: spark.conf.get(key) for key in values}
-    for key, value in values.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            spark.conf.set(key, value)
 
 
 def started_session(spark: Any) -> Any:

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from epochal.config import SparkSettings
 from epochal.pipeline.sources import planned_bytes
 from epochal.pipeline.steps import compiled_classes
-from epochal.state.session import BROADCAST_THRESHOLD, INTERPRETED, code_generation, join_strategy
+from epochal.state.epoch_conf import BROADCAST_THRESHOLD, INTERPRETED, code_generation, join_strategy
 from tests.pipeline.test_runner import EXPECTED_LOG, EXPECTED_TOTALS, _deploy, _runner, _sinks
 
 MB = 1024 * 1024

@@ -385,7 +385,7 @@ class SessionStage(_HoldingStage):
         empty = F.array().cast(_SESSIONS_TYPE)
         merged = merge_session_spans(F.concat(F.coalesce("old", empty), F.coalesce("new", empty)), self.gap)
         # A session closes once end + gap < the watermark; before any watermark none does.
-        limit = None if watermark is None else (watermark - _EPOCH) // timedelta(microseconds=1) - _micros(self.gap)
+        limit = None if watermark is None else _micros(watermark - _EPOCH) - _micros(self.gap)
 
         def closes(session: Column) -> Column:
             return F.lit(False) if limit is None else F.unix_micros(session["end"]) < F.lit(limit)
