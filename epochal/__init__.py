@@ -50,6 +50,8 @@ _PUBLIC: dict[str, str] = {
     "FunctionInitializationContext": "epochal.state.backends.operator",
     "FunctionSnapshotContext": "epochal.state.backends.operator",
     "run_subtask_process": "epochal.state.backends.operator",
+    # frames
+    "empty_frame": "epochal.state.frames",
     # configuration and errors
     "Settings": "epochal.config",
     "load_settings": "epochal.config",
@@ -101,3 +103,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     )
     from epochal.state.backends.per_key import KeyedProcessFunction, run_keyed_process
     from epochal.state.backends.timers import EventTimeTimers
+    from epochal.state.frames import empty_frame

@@ -44,7 +44,7 @@ class ReadRows:
 
     def process(self, ctx, inputs):
         files = list(inputs["landing"].files)  # fixed (and recorded) before the epoch reads anything
-        return {{"rows": ctx.spark.read.schema(ROWS).json(files) if files else ctx.spark.createDataFrame([], ROWS)}}
+        return {{"rows": ctx.spark.read.schema(ROWS).json(files) if files else epochal.empty_frame(ctx.spark, ROWS)}}
 
 
 class RunningTotals:

@@ -43,6 +43,7 @@ from epochal.state.delta.paths import same_location
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.delta.tables import create_table, snapshot_table
 from epochal.state.fence import Fence, no_fence
+from epochal.state.frames import empty_frame
 
 EPOCH_COLUMN = "epoch"
 
@@ -189,7 +190,7 @@ class DeltaSink:
             cond = F.lit(True) if last_epoch is None else F.col(EPOCH_COLUMN) > F.lit(last_epoch)
             DeltaTable.forPath(self.spark, self.path).delete(cond)
             return
-        content = self._conform(view) if view is not None else self.spark.createDataFrame([], self.spec.schema)
+        content = self._conform(view) if view is not None else empty_frame(self.spark, self.spec.schema)
         content.write.format("delta").mode("overwrite").save(self.path)
 
     def snapshot(self) -> StateHandle:

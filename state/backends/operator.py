@@ -30,6 +30,7 @@ from epochal.state.delta import overwrite as delta_overwrite
 from epochal.state.descriptors import OperatorStateDescriptor, OperatorStateMode
 from epochal.state.errors import StateSchemaError
 from epochal.state.fence import Fence, no_fence
+from epochal.state.frames import empty_frame
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.delta.tables import create_table, restore_table, snapshot_table
 
@@ -337,7 +338,7 @@ def _subtask_state_rows(
 ) -> DataFrame:
     """Every subtask's list elements and broadcast entries as ``__subtask, __idx, __v`` (JSON) rows."""
     p = store.parallelism
-    state = store.backend.spark.createDataFrame([], "__subtask int, __idx int, __v string")
+    state = empty_frame(store.backend.spark, "__subtask int, __idx int, __v string")
     for i, d in enumerate(lists):
         listed = store.get_list_state(d) if d.mode is OperatorStateMode.SPLIT_DISTRIBUTE else store.get_union_list_state(d)
         part = listed.get().select(F.col("subtask").alias("__subtask"), F.lit(i).alias("__idx"), F.to_json(F.struct("value")).alias("__v"))

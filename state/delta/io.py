@@ -277,7 +277,9 @@ def read_files(spark, path: str, version: int, *, log=None, snapshot=None):
         return None
     schema = snapshot.schema
     if not snapshot.files:
-        return spark.createDataFrame([], schema)
+        from epochal.state.frames import empty_frame
+
+        return empty_frame(spark, schema)
     files = [to_spark(f.path if "://" in f.path else log.physical_url(f.path)) for f in snapshot.files]
     if any(_GLOB.search(f) for f in files):
         return None  # Spark would expand them as patterns

@@ -59,6 +59,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
+from epochal import empty_frame
 from epochal.pipeline.examples.clickstream import reasons as R
 
 EVENT_SCHEMA = StructType(
@@ -99,7 +100,7 @@ class ParsedBatch(NamedTuple):
 def read_lines(spark: SparkSession, files: Sequence[str]) -> DataFrame:
     """One row per line of ``files``: ``value`` (the line) and ``file`` (the path as given)."""
     if not files:
-        return spark.createDataFrame([], "value string, file string")
+        return empty_frame(spark, "value string, file string")
     return spark.read.text(list(files)).select("value", _file_column(spark, files).alias("file"))
 
 
@@ -281,7 +282,7 @@ def parse_landing(spark: SparkSession, files: Sequence[str], partition: str, *, 
     and both outputs are filters of it. An empty ``files`` gives empty frames.
     """
     if not files:
-        return ParsedBatch(spark.createDataFrame([], EVENT_SCHEMA), spark.createDataFrame([], QUARANTINE_SCHEMA))
+        return ParsedBatch(empty_frame(spark, EVENT_SCHEMA), empty_frame(spark, QUARANTINE_SCHEMA))
     lines = spark.read.text(list(files))
     # The file column is computed last, on top of the parsing: being nondeterministic it keeps
     # the events/quarantine filters above the projections (else they would be inlined, many times over).

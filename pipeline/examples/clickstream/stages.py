@@ -370,9 +370,9 @@ class SessionStage(_HoldingStage):
         row = old.crossJoin(batch).first()
         seen = [m for m in (row["old"], row["batch"]) if m is not None]
         newest = _instant(max(seen)) if seen else None
-        kept = [(0, newest)] if newest is not None else []
-        schema = T.StructType([T.StructField("subtask", T.IntegerType()), T.StructField("value", T.TimestampType())])
-        state.update(distinct.sparkSession.createDataFrame(kept, schema))
+        # The new max as a one-row frame of literals (none before any event): no Python rows to ship.
+        kept = distinct.sparkSession.range(0 if newest is None else 1)
+        state.update(kept.select(F.lit(0).alias("subtask"), F.lit(newest).cast(T.TimestampType()).alias("value")))
         before = None if row["old"] is None else _instant(row["old"]) - self.allowed_lateness
         return before, None if newest is None else newest - self.allowed_lateness
 

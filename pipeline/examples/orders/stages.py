@@ -39,6 +39,7 @@ from epochal import (
     MapStateDescriptor,
     ReducingStateDescriptor,
     ValueStateDescriptor,
+    empty_frame,
     run_keyed_process,
 )
 
@@ -62,7 +63,7 @@ ALERT = schema(("customer", _STR), ("kind", _STR), ("at", _TS), ("order_id", _ST
 def _read_json(ctx, files, schema_: T.StructType) -> DataFrame:
     """The epoch's planned files (fixed and recorded before the epoch reads anything) as rows."""
     files = list(files)
-    return ctx.spark.read.schema(schema_).json(files) if files else ctx.spark.createDataFrame([], schema_)
+    return ctx.spark.read.schema(schema_).json(files) if files else empty_frame(ctx.spark, schema_)
 
 
 # ----------------------------------------------------------------------------- price: broadcast state
