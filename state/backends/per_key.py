@@ -44,7 +44,7 @@ from epochal.state.backends.keyed import _DELETE, VOID_NAMESPACE, KeyedStateBack
 from epochal.state.delta import io as delta_io
 
 if TYPE_CHECKING:
-    import pandas as pd  # imported where a pandas function runs: `epochal run` starts 0.3 s sooner without it
+    import pandas as pd  # imported where a pandas function runs (the commands without a JVM skip its 0.3 s)
 
     from epochal.state.backends.timers import EventTimeTimers
 
