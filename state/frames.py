@@ -19,7 +19,7 @@ def empty_frame(spark: SparkSession, schema: T.StructType | str) -> DataFrame:
 
     if isinstance(spark, LazySparkSession):
         spark = spark.get()
-    struct = schema if isinstance(schema, T.StructType) else T._parse_datatype_string(schema)
+    struct = schema if isinstance(schema, T.StructType) else T.DataType.fromDDL(schema)
     if not isinstance(struct, T.StructType):
         raise TypeError(f"empty_frame needs a struct schema, not {schema!r}")
     jschema = spark._jsparkSession.parseDataType(struct.json())
