@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import importlib
 import re
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -261,8 +263,11 @@ def build_spark_session(
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
+    preload = _preload_while_the_jvm_starts()
     with _jvm_stdout_to_stderr():
         spark = builder.getOrCreate()
+    if preload is not None:
+        preload.join()
     started = spark.sparkContext.getConf()
     if jars is None and started.get(resolved_jars.PACKAGES, None) == conf[resolved_jars.PACKAGES]:
         resolved_jars.remember(conf, started.get(resolved_jars.JARS, None))  # this session resolved them
@@ -270,6 +275,32 @@ def build_spark_session(
     if remember_lookups:
         _import_helpers(spark)
     return spark
+
+
+#: Python modules a new driver would import with its JVM waiting: PySpark's py4j argument converters import
+#: ``pyspark.testing.utils`` on the first conversion (the ``SparkConf`` of a new context), and that imports pandas
+#: (0.3 s). Imported on a thread while the JVM starts, where the driver only polls for the JVM's port.
+_PRELOAD = ("pyspark.testing.utils",)
+
+
+def _preload_while_the_jvm_starts() -> threading.Thread | None:
+    """Start importing :data:`_PRELOAD` on a thread if this process starts a JVM now; the thread, or None."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None or all(name in sys.modules for name in _PRELOAD):
+        return None
+    thread = threading.Thread(target=_import_quietly, args=_PRELOAD, name="epochal-preload", daemon=True)
+    thread.start()
+    return thread
+
+
+def _import_quietly(*names: str) -> None:
+    """Import ``names``; a failure is left for the import that needs the module to raise, in its place."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - only a head start: the converter's own import reports the error
+            return
 
 
 #: The JVM classes PySpark names by their short names on every ``F.*`` call and column conversion. py4j finds a
