@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import importlib
+import os
 import re
 import sys
 import threading
