@@ -277,30 +277,29 @@ def build_spark_session(
     return spark
 
 
-#: Python modules a new driver would import with its JVM waiting: PySpark's py4j argument converters import
-#: ``pyspark.testing.utils`` on the first conversion (the ``SparkConf`` of a new context), and that imports pandas
-#: (0.3 s). Imported on a thread while the JVM starts, where the driver only polls for the JVM's port.
-_PRELOAD = ("pyspark.testing.utils",)
+#: The module a new driver would import with its JVM waiting: PySpark's py4j argument converters import it on the
+#: first conversion (the ``SparkConf`` of a new context), and it imports pandas (0.3 s). Imported on a thread while
+#: the JVM starts, where the driver only polls for the JVM's port.
+_PRELOAD = "pyspark.testing.utils"
 
 
 def _preload_while_the_jvm_starts() -> threading.Thread | None:
     """Start importing :data:`_PRELOAD` on a thread if this process starts a JVM now; the thread, or None."""
     from pyspark import SparkContext
 
-    if SparkContext._gateway is not None or all(name in sys.modules for name in _PRELOAD):
+    if SparkContext._gateway is not None or _PRELOAD in sys.modules:
         return None
-    thread = threading.Thread(target=_import_quietly, args=_PRELOAD, name="epochal-preload", daemon=True)
+    thread = threading.Thread(target=_import_quietly, args=(_PRELOAD,), name="epochal-preload", daemon=True)
     thread.start()
     return thread
 
 
-def _import_quietly(*names: str) -> None:
-    """Import ``names``; a failure is left for the import that needs the module to raise, in its place."""
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - only a head start: the converter's own import reports the error
-            return
+def _import_quietly(name: str) -> None:
+    """Import ``name``; a failure is left for the import that needs the module to raise, in its place."""
+    try:
+        importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - only a head start: the converter's own import reports the error
+        pass
 
 
 #: The JVM classes PySpark names by their short names on every ``F.*`` call and column conversion. py4j finds a

@@ -3,6 +3,7 @@ while its JVM starts, instead of after, with the JVM waiting."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -31,8 +32,6 @@ PROBE = textwrap.dedent("""
 
 
 def test_a_new_driver_imports_the_converters_modules_on_a_thread_of_its_own_and_joins_it():
-    import json
-
     result = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
