@@ -14,7 +14,8 @@ FIGURES     ?= build/figures
 SCREENSHOTS ?= build/screenshots
 TEST_WORKERS ?= 2
 # The installer of the set-up (and of `make lock`): uv, from PyPI, installs the locked packages in parallel
-# (25 s into a fresh virtualenv with an empty cache, against 84 s for pip, 2026-11-29).
+# (25 s into a fresh virtualenv with an empty cache, against 84 s for pip, 2026-11-29); pip where uv cannot
+# (no uv wheel for the platform, say).
 UV          := uv==0.13.9
 TEST_ENV    := EPOCHAL_FIGURES_DIR=$(FIGURES) EPOCHAL_SCREENSHOTS_DIR=$(SCREENSHOTS)
 
@@ -25,8 +26,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock
 	@test -n "$(PYTHON)" || { echo "need Python 3.12 (or 3.11, 3.13) as python3.12, python3.13 or python3.11"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet $(UV)
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -c requirements.lock -e '.[test,bench]'
+	$(PY) -m pip install --quiet $(UV) && $(VENV)/bin/uv pip install --quiet --python $(PY) -c requirements.lock -e '.[test,bench]' \
+	    || { echo "uv could not install the packages here: pip installs them"; $(PY) -m pip install --quiet -c requirements.lock -e '.[test,bench]'; }
 	$(PY) -m epochal.state.session --warm
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
