@@ -80,6 +80,7 @@ bench: setup
 
 # Re-resolve requirements.lock after changing the dependencies in pyproject.toml (uv, from PyPI).
 lock: setup
+	$(PY) -m pip install --quiet $(UV)  # present unless the set-up fell back to pip
 	$(VENV)/bin/uv pip compile pyproject.toml --extra test --extra bench --extra deploy --universal \
 	    --python-version 3.11 --no-header --quiet -o requirements.lock
 
