@@ -45,11 +45,12 @@ demo: setup
 	$(VENV)/bin/epochal demo
 
 # Two pytest-xdist workers, each its own pytest session with its own SparkSession; the slow tests go out first
-# (tests/conftest.py), one test at a time (--maxschedchunk 1). A test's driver keeps about one core busy:
-# three workers on the 2-core machine took longer (57 minutes against 52.5 from a fresh clone, 2026-11-28).
-# TEST_WORKERS=0 runs everything in one process.
+# (tests/conftest.py), one test at a time, but for the tests that share a module fixture (an example's epochs):
+# one worker runs those together (--dist loadscope, tests/support/xdist_units.py), so it is built once.
+# A test's driver keeps about one core busy: three workers on the 2-core machine took longer (57 minutes
+# against 52.5 from a fresh clone, 2026-11-28). TEST_WORKERS=0 runs everything in one process.
 test: setup chromium validate
-	$(TEST_ENV) $(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist load --maxschedchunk 1
+	$(TEST_ENV) $(PY) -m pytest -q --durations=25 -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The Dagster definitions load (`dagster definitions validate`) for the example configuration.
 validate: setup

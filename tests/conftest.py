@@ -72,7 +72,8 @@ def s3_server(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     """The slow tests first, those with the longest declared deadline (``pytest.mark.timeout``) first among them.
 
-    ``make test`` runs the suite on two pytest-xdist workers (``--dist load`` hands tests out in this order):
+    ``make test`` runs the suite on two pytest-xdist workers (``--dist loadscope`` hands tests out in this order,
+    see :func:`pytest_xdist_make_scheduler`):
     a long test started last would run alone at the end with the other worker idle. A plain run is unchanged
     but for the order; the tests do not depend on it."""
 
@@ -84,3 +85,13 @@ def pytest_collection_modifyitems(config, items):
     slow.sort(key=deadline, reverse=True)  # stable: collection order among equal deadlines
     rest = [item for item in items if not item.get_closest_marker("slow")]
     items[:] = slow + rest
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope``: one test at a time, but the tests sharing a module fixture together
+    (tests/support/xdist_units.py). Other modes are pytest-xdist's own."""
+    if config.getoption("dist") == "loadscope":
+        from tests.support.xdist_units import ModuleFixtureScheduling
+
+        return ModuleFixtureScheduling(config, log)
+    return None
