@@ -265,28 +265,29 @@ def _reads_as_checkpoint(text: str) -> bool:
 
 
 def cmd_state(args) -> Any:
-    runner = _runner(_settings(args))
-    d = runner.d
+    """The rows of a state table (the working table, or its version in ``--checkpoint``). A table on a local
+    or S3 location is read by delta-rs in this process: no JVM starts; elsewhere Spark reads it."""
+    from epochal.state.delta import io as delta_io
+    from epochal.state.delta.paths import resolve_handle_path, to_spark
+    from epochal.state.delta.rows import read_rows, readable_in_process
+
+    d = _runner(_settings(args), lazy=True).d
     if args.checkpoint:
         checkpoint = d.coordinator.resolve(args.checkpoint)
         handle = checkpoint.metadata.handle(args.stage, args.state)
         if handle is None:
             raise CliError(f"checkpoint {args.checkpoint} holds no state {args.stage}/{args.state}")
-        from epochal.state.delta.io import read_version
-        from epochal.state.delta.paths import resolve_handle_path
-
-        df = read_version(d.spark, resolve_handle_path(handle, checkpoint.metadata_path), handle.version)
+        path, version = resolve_handle_path(handle, checkpoint.metadata_path), handle.version
     else:
-        from epochal.state.delta import io as delta_io
-        from epochal.state.delta.paths import to_spark
-
-        path = to_spark(d.storage.shared_dir(args.stage, args.state))
+        path, version = to_spark(d.storage.shared_dir(args.stage, args.state)), None
         if not delta_io.is_delta_table(path):
             raise CliError(f"no state {args.stage}/{args.state} at {path}")
-        df = delta_io.read_version(d.spark, path)
-    if args.limit:
-        df = df.limit(args.limit)
-    return {"stage": args.stage, "state": args.state, "rows": [r.asDict(recursive=True) for r in df.toLocalIterator()]}
+    if readable_in_process(path):
+        rows = read_rows(path, version, args.limit)
+    else:
+        df = delta_io.read_version(d.spark, path, version)
+        rows = [r.asDict(recursive=True) for r in (df.limit(args.limit) if args.limit else df).toLocalIterator()]
+    return {"stage": args.stage, "state": args.state, "rows": rows}
 
 
 def cmd_demo(args) -> Any:

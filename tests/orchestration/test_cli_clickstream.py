@@ -80,7 +80,8 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     inspected = _ok(_epochal(deployment, "checkpoints", "inspect", str(listed[-1]["id"]), env=NO_JVM))
     assert {h["stage"] for h in inspected["handles"]} >= {"dedupe", "sessionize"}
     assert inspected["partition"] == PARTITIONS[2] and inspected["metadata_path"] == listed[-1]["metadata_path"]
-    broken = _epochal(deployment, "state", "read", "dedupe", "seen", "--limit", "1", env=NO_JVM)
+    broken = subprocess.run([sys.executable, "-c", "from pyspark.sql import SparkSession; SparkSession.builder.getOrCreate()"],
+                            env={**os.environ, **NO_JVM}, capture_output=True, text=True, timeout=120)
     assert broken.returncode != 0, "the no-JVM environment really stops Spark"
 
     # a savepoint of small state is copied by delta-rs: no JVM either; the copies are plain Delta tables
@@ -97,8 +98,23 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     idle = _ok(_epochal(deployment, "run", "--to", PARTITIONS[-1], env=NO_JVM))  # nothing to run: no JVM started
     assert idle["epochs"] == [] and idle["jit"] is None
 
-    rows = _ok(_epochal(deployment, "state", "read", "dedupe", "seen", "--limit", "5"))["rows"]
-    assert rows and {"key_group", "key", "namespace", "value"} <= set(rows[0])
+    # state read: delta-rs reads the table in the command's process (no JVM); its rows are the ones Spark reads
+    for stage, state in (("dedupe", "seen"), ("sessionize", "open_sessions")):
+        rows = _ok(_epochal(deployment, "state", "read", stage, state, env=NO_JVM))["rows"]
+        assert rows and {"key_group", "key", "namespace", "value"} <= set(rows[0])
+        table = next(h["table_path"] for h in inspected["handles"] if (h["stage"], h["state"]) == (stage, state))
+        assert _as_printed(rows) == _as_printed(r.asDict(recursive=True) for r in spark.read.format("delta").load(table).collect())
+    assert len(_ok(_epochal(deployment, "state", "read", "dedupe", "seen", "--limit", "5", env=NO_JVM))["rows"]) == 5
+    at = _ok(_epochal(deployment, "state", "read", "dedupe", "seen", "--checkpoint", str(listed[0]["id"]), env=NO_JVM))
+    seen = next(h for h in _ok(_epochal(deployment, "checkpoints", "inspect", str(listed[0]["id"]), env=NO_JVM))["handles"]
+                if (h["stage"], h["state"]) == ("dedupe", "seen"))
+    pinned = spark.read.format("delta").option("versionAsOf", seen["version"]).load(seen["table_path"]).collect()
+    assert _as_printed(at["rows"]) == _as_printed(r.asDict(recursive=True) for r in pinned)
+
+
+def _as_printed(rows) -> list[str]:
+    """Rows as ``--json`` prints them, sorted: comparable whichever engine read them."""
+    return sorted(json.dumps(row, default=str, sort_keys=True) for row in json.loads(json.dumps(list(rows), default=str)))
 
 
 def _check_savepoint_copies(spark, folder: Path, handles: list[dict]) -> None:
