@@ -38,7 +38,7 @@ from epochal.state.handles import StateHandle
 from epochal.state.delta.tables import create_table
 from epochal.state.delta.log import DeltaLog, VersionSnapshot
 from epochal.state.errors import SnapshotUnavailable, SnapshotWriteError
-from epochal.state.delta.objectstore import delta_rs_options
+from epochal.state.delta.objectstore import delta_rs_options, delta_rs_reaches
 from epochal.state.delta.paths import is_relative, join_url, resolve_handle_path, resolve_table_url, to_spark, to_url
 
 STATE_DIR = "state"
@@ -175,7 +175,7 @@ def copy_table_version(
     """
     # The canonical form: a copy opens with any Delta reader (no deletion vectors).
     properties = {**copied_properties(snapshot.configuration), **delta_io.PORTABLE_TABLE_PROPERTIES}
-    if snapshot.bytes_total <= IN_PROCESS_COPY_MAX_BYTES and all(_rs_scheme(u) for u in (source_url, target_url)):
+    if snapshot.bytes_total <= IN_PROCESS_COPY_MAX_BYTES and all(delta_rs_reaches(u) for u in (source_url, target_url)):
         _copy_with_delta_rs(source_url, snapshot, target_url, properties, empty=rows == 0)
         return
     target = to_spark(target_url)
@@ -184,10 +184,6 @@ def copy_table_version(
         return
     data = delta_io.read_version(spark, to_spark(source_url), snapshot.version)
     data.write.format("delta").mode("append").save(target)
-
-
-def _rs_scheme(url: str) -> bool:
-    return to_url(url).split("://", 1)[0] in ("file", "s3")
 
 
 def _copy_with_delta_rs(

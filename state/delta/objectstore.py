@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 
 import fsspec.config
 
+from epochal.state.delta.paths import to_url
+
 # Hadoop's S3A connector for the Hadoop pyspark 4.2.0 bundles (hadoop-client-api-3.5.0.jar),
 # with the AWS SDK v2 bundle hadoop-aws 3.5.0 is built against (hadoop-project's aws-java-sdk-v2.version).
 HADOOP_VERSION = "3.5.0"
@@ -71,6 +73,11 @@ def s3a_conf(environ: Mapping[str, str]) -> dict[str, str]:
     if region:
         conf["spark.hadoop.fs.s3a.endpoint.region"] = region
     return conf
+
+
+def delta_rs_reaches(location: str) -> bool:
+    """True if delta-rs reads and writes ``location`` here: a local or S3 path (the stores it is configured for)."""
+    return to_url(location).split("://", 1)[0] in ("file", "s3")
 
 
 def delta_rs_options(location: str, environ: Mapping[str, str]) -> dict[str, str]:

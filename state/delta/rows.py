@@ -12,16 +12,8 @@ import os
 from datetime import datetime
 from typing import Any
 
-from epochal.state.delta.objectstore import delta_rs_options
+from epochal.state.delta.objectstore import delta_rs_options, delta_rs_reaches as readable_in_process
 from epochal.state.delta.paths import to_url
-
-#: The schemes delta-rs reads here (the ones epochal configures it for).
-RS_SCHEMES = ("file", "s3")
-
-
-def readable_in_process(location: str) -> bool:
-    """True if delta-rs reads the table at ``location`` (a local or S3 path)."""
-    return to_url(location).split("://", 1)[0] in RS_SCHEMES
 
 
 def read_rows(location: str, version: int | None = None, limit: int | None = None) -> list[dict[str, Any]]:
