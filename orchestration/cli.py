@@ -269,7 +269,8 @@ def cmd_state(args) -> Any:
     or S3 location is read by delta-rs in this process: no JVM starts; elsewhere Spark reads it."""
     from epochal.state.delta import io as delta_io
     from epochal.state.delta.paths import resolve_handle_path, to_spark
-    from epochal.state.delta.rows import read_rows, readable_in_process
+    from epochal.state.delta.objectstore import delta_rs_reaches
+    from epochal.state.delta.rows import read_rows
 
     d = _runner(_settings(args), lazy=True).d
     if args.checkpoint:
@@ -282,7 +283,7 @@ def cmd_state(args) -> Any:
         path, version = to_spark(d.storage.shared_dir(args.stage, args.state)), None
         if not delta_io.is_delta_table(path):
             raise CliError(f"no state {args.stage}/{args.state} at {path}")
-    if readable_in_process(path):
+    if delta_rs_reaches(path):
         rows = read_rows(path, version, args.limit)
     else:
         df = delta_io.read_version(d.spark, path, version)
