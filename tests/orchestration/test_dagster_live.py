@@ -18,6 +18,11 @@ the UI (playwright, roles and visible text; every step pictured into build/scree
    out of date (an ``out_of_date`` observation on ``checkpoint``), the state's position is epoch 1 and the
    sinks equal the reference over the first two hours.
 
+While a run works the person leaves the tab (the browser on a blank page, the test waiting over GraphQL) and
+then opens the backfill's or the run's page: an open Dagster page re-renders on every poll, and the headless
+renderer took 43 CPU-seconds of the test's 248, on the two cores the run and the other test worker share
+(16 after, 2026-11-30).
+
 The range is launched from the asset graph, an asset backfill: ``epochal ui`` runs the webserver with
 epochal's fix of Dagster 1.13's partition-subset comparison (orchestration/dagster_compat.py). Without it,
 the webserver refuses such a backfill in some processes and not in others, depending on their string hash
@@ -106,7 +111,7 @@ def _deployment(spark, config: Path):
 def test_backfill_and_replay_by_clicks_in_the_dagster_ui(ui, spark):
     gql, config, root = ui
     with ui_.browser_page() as page:
-        backfill_id = _backfill_by_clicks(page, gql.url)
+        backfill_id = _backfill_by_clicks(page, gql)
         _check_backfill(gql, backfill_id)
         with ui_.step(page, "checkpoint plots"):
             ui_.checkpoint_plots(page, gql.url, IMAGES / "05-checkpoint-plots.png")
@@ -127,8 +132,9 @@ def test_backfill_and_replay_by_clicks_in_the_dagster_ui(ui, spark):
         assert (IMAGES / f"{name}.png").stat().st_size > 10_000, f"{name}.png looks empty"
 
 
-def _backfill_by_clicks(page, url: str) -> str:
+def _backfill_by_clicks(page, gql: GraphQL) -> str:
     """The lineage, then Materialize all over the range on that asset graph: returns the backfill id."""
+    url = gql.url
     with ui_.step(page, "asset graph"):
         ui_.goto(page, f"{url}/asset-groups/clickstream/lineage")
         page.get_by_text("sessionize").first.wait_for(timeout=ui_.LONG)
@@ -143,6 +149,7 @@ def _backfill_by_clicks(page, url: str) -> str:
         ui_.settle(page)
         ui_.shot(page, IMAGES / "03-backfill-launched.png")
     with ui_.step(page, "backfill page"):
+        ui_.away_until(page, lambda: gql.wait_backfill(backfill_id, BACKFILL_DEADLINE_MS / 1000))
         ui_.goto(page, f"{url}/runs/b/{backfill_id}")
         ui_.wait_status(ui_.backfill_status(page), "Succeeded", "Failed|Canceled|Completed with failures",
                         BACKFILL_DEADLINE_MS)
@@ -179,6 +186,7 @@ def _replay_by_clicks(page, gql: GraphQL, partition: str) -> str:
     assert len(runs) == 1, f"one run of {partition} launched, found {runs}"
     run_id = runs[0]["runId"]
     with ui_.step(page, "replay run page"):
+        ui_.away_until(page, lambda: gql.wait_run(run_id, RUN_DEADLINE_MS / 1000))
         ui_.goto(page, f"{gql.url}/runs/{run_id}")
         ui_.wait_status(ui_.run_status(page), "Success", "Failure|Canceled", RUN_DEADLINE_MS)
         ui_.settle(page)

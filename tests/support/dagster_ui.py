@@ -12,7 +12,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 CHROMIUM = "/usr/bin/chromium"
 LONG = 120_000  # ms: the first page load compiles the UI's bundle and queries the code location
@@ -116,6 +116,14 @@ def wait_status(status, done: str, failed: str, deadline_ms: int) -> str:
     text = status.inner_text().strip()
     assert re.fullmatch(done, text), f"the UI shows {text!r}"
     return text
+
+
+def away_until(page, finished: Callable[[], object]) -> None:
+    """The person leaves the tab while a run works (``finished`` returns when it has, over GraphQL), then comes
+    back to its page. A Dagster page left open re-renders on every poll (every 2 s): a headless renderer on
+    the test machine's two cores, taken from the run it watches."""
+    page.goto("about:blank")
+    finished()
 
 
 def backfill_status(page):
