@@ -10,6 +10,8 @@ from typing import Sequence
 from epochal.pipeline.errors import PipelineDefinitionError
 from epochal.pipeline.sources import Source
 from epochal.pipeline.stage import SinkSpec, Stage
+from epochal.state.backends.timers import EventTimeTimers
+from epochal.state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor
 
 
 _DAGSTER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -17,6 +19,36 @@ _DAGSTER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def _producer(ref: str) -> str:
     return ref.split(".", 1)[0]
+
+
+def _check_state_declarations(stage: Stage) -> None:
+    """Each ``keyed_state`` entry a keyed state descriptor, each ``operator_state`` entry an operator state one.
+
+    An :class:`EventTimeTimers` listed in ``keyed_state`` stands for its descriptor (the timers are a value
+    state): the stage's list is rewritten with the descriptor, which is what checkpoints hold."""
+    keyed = [t.descriptor if isinstance(t, EventTimeTimers) else t for t in stage.keyed_state]
+    for what, entries, kind in (("keyed_state", keyed, KeyedStateDescriptor),
+                                ("operator_state", list(stage.operator_state), OperatorStateDescriptor)):
+        wrong = [e for e in entries if not isinstance(e, kind)]
+        if wrong:
+            raise PipelineDefinitionError(
+                f"stage {stage.name!r}: {what} holds {wrong[0]!r}, which is not a {kind.__name__} "
+                f"(list the descriptors the stage reads and writes: {_KINDS[what]})"
+            )
+    if any(isinstance(t, EventTimeTimers) for t in stage.keyed_state):
+        try:
+            stage.keyed_state = tuple(keyed)
+        except (AttributeError, TypeError) as exc:
+            raise PipelineDefinitionError(
+                f"stage {stage.name!r}: keyed_state lists EventTimeTimers; list their descriptor (timers.descriptor)"
+            ) from exc
+
+
+_KINDS = {
+    "keyed_state": "ValueStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor, "
+                   "AggregatingStateDescriptor, an EventTimeTimers",
+    "operator_state": "ListOperatorState, UnionListOperatorState, BroadcastState",
+}
 
 
 @dataclass
@@ -55,6 +87,7 @@ class Pipeline:
             raise PipelineDefinitionError(f"pipeline {self.name!r}: names used twice: {dupes}")
         known = self._outputs()
         for stage in self.stages:
+            _check_state_declarations(stage)
             missing = [i for i in stage.inputs if i not in known]
             if missing:
                 raise PipelineDefinitionError(f"stage {stage.name!r}: unknown input(s) {missing}; known: {sorted(known)}")

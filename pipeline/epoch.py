@@ -23,13 +23,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterable
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from epochal.config import CheckpointMode
-from epochal.pipeline.errors import PipelineError, StageError
+from epochal.errors import EpochalError
+from epochal.pipeline.errors import PipelineError, SinkError, StageError
 from epochal.pipeline.faults import crashpoint
 from epochal.pipeline.lease import LeaseLost
 from epochal.pipeline.sources import SourceBatch, batch_from_position, check_unchanged, planned_bytes, record_fingerprints
@@ -200,7 +202,12 @@ class EpochTransaction(_CheckpointingTransaction):
         for name, sink in self.d.sinks.items():
             crashpoint("in_sink", self.epoch)
             with self.clock.step(f"sink:{name}"):
-                rows = sink.write(self.outputs[sink.spec.input], self.epoch)
+                try:
+                    rows = sink.write(self.outputs[sink.spec.input], self.epoch)
+                except EpochalError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - where a stage's lazy output is computed: say where
+                    raise SinkError(name, self.epoch, self.d.partitioning.key(self.epoch), exc) from exc
                 if self.pending is not None:
                     self._ack_sink(name)
             entry = self.report.sinks[name] = {"duration_s": self.report.steps[f"sink:{name}"]["s"], "table": sink.path}
@@ -265,7 +272,7 @@ class EpochTransaction(_CheckpointingTransaction):
         inputs = {ref: self.outputs[ref] for ref in stage.inputs}
         crashpoint("in_stage", self.epoch)
         try:
-            produced = dict(stage.process(ctx, inputs))
+            produced = _outputs_of(stage, stage.process(ctx, inputs))
         except PipelineError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user-code boundary
@@ -335,3 +342,19 @@ def _written_since(retained: list[CompletedCheckpoint], handle: StateHandle) -> 
         return handle.model_copy(update={"bytes_added": 0})
     total = delta_io.bytes_added_between(handle.table_path, since + 1, handle.version)
     return handle.model_copy(update={"bytes_added": total})
+
+
+def _outputs_of(stage: Stage, produced) -> dict:
+    """What ``stage.process`` returned, checked: a mapping with a DataFrame for each declared output."""
+    if not isinstance(produced, Mapping):
+        raise TypeError(f"process() returned {type(produced).__name__}; return {{output name: DataFrame}} "
+                        f"for the stage's outputs {list(stage.outputs)}")
+    produced = dict(produced)
+    missing = [o for o in stage.outputs if o not in produced]
+    if missing:
+        raise ValueError(f"process() returned no {missing} (it returned {sorted(produced)}); return a DataFrame "
+                         f"for each of the stage's outputs {list(stage.outputs)}")
+    wrong = {o: type(f).__name__ for o, f in produced.items() if o in stage.outputs and not isinstance(f, DataFrame)}
+    if wrong:
+        raise TypeError(f"process() returned {wrong} for output(s) {sorted(wrong)}, not DataFrames")
+    return produced

@@ -13,18 +13,51 @@ class PipelineDefinitionError(PipelineError):
     """The pipeline DAG is malformed (unknown input, cycle, duplicate name)."""
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception in one line: for a Java exception raised through py4j, the class and first line of the
+    message of its innermost cause (the task's own error, not "An error occurred while calling o850.writeFiles")."""
+    from py4j.protocol import Py4JJavaError
+
+    if isinstance(exc, Py4JJavaError):
+        try:
+            java = exc.java_exception
+            for _ in range(32):  # a cause chain is short; a cycle must not loop for ever
+                cause = java.getCause()
+                if cause is None:
+                    break
+                java = cause
+            lines = str(java.getMessage() or "").strip().splitlines()
+            return f"{java.getClass().getSimpleName()}: {lines[0] if lines else ''}".rstrip(": ")
+        except Exception:  # noqa: BLE001 - the JVM is gone: fall back to the Python text
+            pass
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 class StageError(PipelineError):
-    """An exception raised by a stage's own code (user code), with where it happened."""
+    """An exception raised by a stage's own code (user code), with where it happened.
+
+    The message's first line (what the command line prints) ends with :func:`one_line` of the cause;
+    the cause's whole text follows on the next lines."""
+
+    what = "stage"
 
     def __init__(self, stage: str, epoch: int, partition: str, cause: BaseException) -> None:
         self.stage = stage
         self.epoch = epoch
         self.partition = partition
         self.cause = cause
-        super().__init__(
-            f"stage {stage!r} failed at epoch {epoch} (partition {partition}): {type(cause).__name__}: {cause}",
-            stage=stage, epoch=epoch, partition=partition,
-        )
+        where = f"{self.what} {stage!r} failed at epoch {epoch} (partition {partition})"
+        full = f"{type(cause).__name__}: {cause}"
+        first = one_line(cause)
+        super().__init__(f"{where}: {first}" + ("" if full == first else f"\n{full}"),
+                         **{self.what: stage}, epoch=epoch, partition=partition)
+
+
+class SinkError(StageError):
+    """A sink's write failed (often where a stage's lazy output is first computed), with where it happened."""
+
+    what = "sink"
 
 
 class InputChangedError(PipelineError):
@@ -39,6 +72,10 @@ class InputChangedError(PipelineError):
                     f"(`epochal run --from {partition} --to ...`)"),
             source=source, epoch=epoch, partition=partition, file=path,
         )
+
+
+class SourceNotFoundError(PipelineError):
+    """A source's landing folder does not exist (a configuration mistake: nothing would ever be read)."""
 
 
 class ConcurrentRunError(PipelineError):

@@ -174,6 +174,9 @@ class EpochRunner:
         spark = self.d.spark
         if not isinstance(spark, LazySparkSession) or spark.started:
             return
+        for source in self.d.pipeline.sources:
+            if callable(check := getattr(source, "check", None)):
+                check()  # a landing folder that does not exist: no JVM, nothing touched
         if not spark.expected:
             try:
                 position = self.d.progress.load().last_done_epoch

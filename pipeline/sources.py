@@ -13,7 +13,7 @@ from typing import Any, Protocol, Sequence
 
 import fsspec
 
-from epochal.pipeline.errors import InputChangedError
+from epochal.pipeline.errors import InputChangedError, SourceNotFoundError
 from epochal.pipeline.stage import EpochInfo
 
 
@@ -30,7 +30,9 @@ class SourceBatch:
 class Source(Protocol):
     """An epoch's input. A source may also have ``input_bytes(info) -> int | None``: the bytes the epoch would
     read, asked before the run starts Spark, with no plan recorded (``spark.jit: auto``, see
-    :func:`run_input_bytes`); a source without it leaves the run's input unknown."""
+    :func:`run_input_bytes`); a source without it leaves the run's input unknown. And it may have ``check()``,
+    called before a run starts Spark: raise if the source's input cannot be found at all (a folder that
+    does not exist), rather than plan empty epochs."""
 
     name: str
 
@@ -50,12 +52,26 @@ class HourlyFolderSource:
         from epochal.pipeline.examples.clickstream.layout import partition_files
 
         files = tuple(partition_files(self.landing, info.partition))
+        if not files:
+            self.check()
         return SourceBatch(
             name=self.name,
             partition=info.partition,
             files=files,
             position={"partition": info.partition, "epoch": info.epoch, "files": list(files)},
         )
+
+    def check(self) -> None:
+        """Raise :class:`SourceNotFoundError` if the landing folder does not exist. An hour without files is an
+        empty epoch, but a landing folder that does not exist is a mistake in the configuration: epochs planned
+        from it would be empty and done, and their data never read."""
+        fs, root = fsspec.core.url_to_fs(self.landing)
+        if not fs.exists(root):
+            raise SourceNotFoundError(
+                f"source {self.name!r}: the landing folder {self.landing} does not exist",
+                action="fix `landing:` in the configuration, or create the folder (an empty one is fine)",
+                source=self.name, path=self.landing,
+            )
 
     def input_bytes(self, info: EpochInfo) -> int | None:
         """The bytes of the partition's files as they are now (None when one is gone while listed)."""

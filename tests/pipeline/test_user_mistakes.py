@@ -1,0 +1,137 @@
+"""A user's mistakes get an error that names what is wrong and where, and nothing is run or lost.
+
+Each found by writing a pipeline from the README alone (2026-11-30): a stage returning the wrong output name or
+``None``, a row without a key written to keyed state, a sink value Spark cannot cast, timers listed in
+``keyed_state`` as the README words it, and a landing folder that does not exist (which used to run empty
+epochs, done for good, so that the data landing there later was never read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from pyspark.sql import functions as F
+
+import tests.support.toy_pipeline as toy
+from epochal.config import load_settings
+from epochal.pipeline.dag import Pipeline
+from epochal.pipeline.errors import PipelineDefinitionError, SinkError, StageError
+from epochal.pipeline.registry import build_deployment
+from epochal.pipeline.runner import EpochRunner
+from epochal.state.backends.timers import EventTimeTimers
+from tests.support.paths import child_env
+
+EPOCHAL = str(Path(sys.executable).with_name("epochal"))
+FIRST = "2026-11-01-00:00"
+
+
+def _config(tmp: Path, landing: Path) -> Path:
+    config = {
+        "pipeline": "toy",
+        "landing": str(landing),
+        "warehouse": str(tmp / "warehouse"),
+        "checkpoints": {"dir": str(tmp / "checkpoints")},
+        "partitions": {"start": "2026-11-01T00:00:00Z"},
+        "spark": {"master": "local[2]", "parallelism": 2, "max_parallelism": 16},
+    }
+    path = tmp / "epochal.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _runner(spark, tmp: Path, stage_class=None) -> EpochRunner:
+    toy.write_hour(tmp / "landing", 0, [("a", 1), ("b", 2)])
+    runner = EpochRunner(build_deployment(load_settings(_config(tmp, tmp / "landing")), spark))
+    if stage_class is not None:
+        runner.d.pipeline.stages[1].__class__ = stage_class
+    return runner
+
+
+class WrongName(toy.Sum):
+    def process(self, ctx, inputs):
+        return {"total": super().process(ctx, inputs)["totals"]}
+
+
+class NoFrame(toy.Sum):
+    def process(self, ctx, inputs):
+        super().process(ctx, inputs)
+        return {"totals": None}
+
+
+class Uncastable(toy.Sum):
+    def process(self, ctx, inputs):
+        totals = super().process(ctx, inputs)["totals"]
+        return {"totals": totals.withColumn("total", F.concat(F.lit("x"), F.col("total").cast("string")))}
+
+
+@pytest.mark.parametrize(("stage_class", "error", "message"), [
+    (WrongName, StageError, r"stage 'sum' failed at epoch 0 \(partition 2026-11-01-00:00\): ValueError: process\(\) "
+                            r"returned no \['totals'\] \(it returned \['total'\]\)"),
+    (NoFrame, StageError, r"stage 'sum' failed at epoch 0 .*: TypeError: process\(\) returned \{'totals': 'NoneType'\}"),
+    (Uncastable, SinkError, r"sink 'totals' failed at epoch 0 \(partition 2026-11-01-00:00\): \w*Exception: "
+                            r"\[CAST_INVALID_INPUT\] The value 'x[12]'"),
+])
+def test_a_stage_output_that_is_not_what_it_declares_names_the_stage_or_the_sink(spark, tmp_path, toy_registered,
+                                                                                 stage_class, error, message):
+    runner = _runner(spark, tmp_path, stage_class)
+    with pytest.raises(error) as raised:
+        runner.run(to=FIRST)
+    first_line = str(raised.value).splitlines()[0]  # what the command line prints
+    assert re.search(message, first_line), first_line
+    assert runner.d.progress.load().last_done_epoch is None
+
+
+def test_a_row_without_a_key_is_refused_by_keyed_state_in_one_line_and_the_state_is_unchanged(spark, tmp_path,
+                                                                                              toy_registered):
+    runner = _runner(spark, tmp_path)
+    runner.run(to=FIRST)
+    hour = tmp_path / "landing" / "dt=2026-11-01" / "hour=01"
+    hour.mkdir(parents=True)
+    (hour / "part-0000.jsonl").write_text(json.dumps({"key": "a", "n": 1}) + "\n" + json.dumps({"n": 5}) + "\n")
+    before = sorted(tuple(r) for r in runner.d.keyed["sum"].values(toy.TOTAL).collect())
+    with pytest.raises(StageError) as raised:
+        runner.run(to="2026-11-01-01:00")
+    first_line = str(raised.value).splitlines()[0]
+    assert first_line.startswith("stage 'sum' failed at epoch 1 (partition 2026-11-01-01:00): StateSchemaError: "
+                                 "writing state sum/total at epoch 1: a row has a null key"), first_line
+    assert "drop the rows whose key is null" in first_line
+    assert sorted(tuple(r) for r in runner.d.keyed["sum"].values(toy.TOTAL).collect()) == before
+
+
+def test_timers_listed_in_keyed_state_stand_for_their_descriptor_and_anything_else_is_named():
+    timers = EventTimeTimers.declare("timers")
+
+    class Timed(toy.Sum):
+        keyed_state = (toy.TOTAL, timers)
+
+    stage = Timed()
+    Pipeline(name="p", sources=[toy.HourlyFolderSource("landing", "/nowhere")], stages=[toy.Read(), stage], sinks=[])
+    assert stage.keyed_state == (toy.TOTAL, timers.descriptor)
+
+    class Wrong(toy.Sum):
+        keyed_state = (toy.TOTAL, "total")
+
+    with pytest.raises(PipelineDefinitionError, match=r"stage 'sum': keyed_state holds 'total', which is not a "
+                                                      r"KeyedStateDescriptor"):
+        Pipeline(name="p", sources=[toy.HourlyFolderSource("landing", "/x")], stages=[toy.Read(), Wrong()], sinks=[])
+
+
+def test_a_landing_folder_that_does_not_exist_fails_the_run_before_any_epoch_and_without_a_jvm(tmp_path):
+    """Through the CLI, as a user meets it: the run names the folder, runs nothing, and starts no Java (no
+    ``java`` on the path); once the folder exists, the same command runs the epoch."""
+    config = _config(tmp_path, tmp_path / "landing")
+    env = child_env({**os.environ, "JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ["PATH"]})
+    code = "import sys, tests.support.toy_pipeline as t; t.register(); from epochal.orchestration.cli import main; sys.exit(main(sys.argv[1:]))"
+    result = subprocess.run([sys.executable, "-c", code, "run", "--to", FIRST, "--config", str(config)],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert f"source 'landing': the landing folder {tmp_path / 'landing'} does not exist" in result.stderr
+    assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
+    assert not (tmp_path / "checkpoints" / "progress.json").exists()
