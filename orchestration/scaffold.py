@@ -1,7 +1,8 @@
 """``epochal new NAME``: a starter pipeline package, the way ``dagster project scaffold`` or
 ``cargo new`` start a project.
 
-It writes ``NAME/`` with a package (one stage with keyed state and its own options), a
+It writes ``NAME/`` with a package (a stage that reads rows and rejects bad lines to a quarantine sink, one
+with keyed state, and its own options), a
 configuration naming it by import path, a test that runs it, and a ``pyproject.toml``
 that also registers it under the entry-point group ``epochal.pipelines``.
 """
@@ -28,6 +29,8 @@ import epochal
 
 ROWS = T.StructType([T.StructField("key", T.StringType()), T.StructField("n", T.LongType())])
 TOTALS = T.StructType([T.StructField("key", T.StringType()), T.StructField("total", T.LongType())])
+REJECTED = T.StructType([T.StructField("raw", T.StringType()), T.StructField("reason", T.StringType())])
+LINES = T.StructType([*ROWS.fields, T.StructField("_corrupt_record", T.StringType())])  # Spark's column for bad lines
 
 
 class Options(BaseModel):
@@ -38,13 +41,25 @@ class Options(BaseModel):
 
 
 class ReadRows:
-    """Stateless: the epoch's planned files -> rows."""
+    """Stateless: the epoch's planned files -> rows, and the lines that are not rows -> rejected.
 
-    name, inputs, outputs, keyed_state, operator_state = "read", ("landing",), ("rows",), (), ()
+    A line that is not JSON, or has no ``key`` or no ``n``, is rejected (to the quarantine sink): keyed state
+    needs a key in every row, and nothing is lost."""
+
+    name, inputs, outputs, keyed_state, operator_state = "read", ("landing",), ("rows", "rejected"), (), ()
 
     def process(self, ctx, inputs):
         files = list(inputs["landing"].files)  # fixed (and recorded) before the epoch reads anything
-        return {{"rows": ctx.spark.read.schema(ROWS).json(files) if files else epochal.empty_frame(ctx.spark, ROWS)}}
+        if not files:
+            return {{"rows": epochal.empty_frame(ctx.spark, ROWS), "rejected": epochal.empty_frame(ctx.spark, REJECTED)}}
+        lines = ctx.spark.read.schema(LINES).json(files)
+        reason = (F.when(F.col("_corrupt_record").isNotNull(), "not JSON")
+                  .when(F.col("key").isNull(), "no key").when(F.col("n").isNull(), "no n"))
+        raw = F.coalesce(F.col("_corrupt_record"), F.to_json(F.struct("key", "n")))
+        return {{
+            "rows": lines.where(reason.isNull()).select("key", "n"),
+            "rejected": lines.where(reason.isNotNull()).select(raw.alias("raw"), reason.alias("reason")),
+        }}
 
 
 class RunningTotals:
@@ -67,7 +82,10 @@ def build(settings) -> epochal.Pipeline:
         name="{name}",
         sources=[epochal.HourlyFolderSource("landing", settings.landing)],
         stages=[ReadRows(), RunningTotals()],
-        sinks=[epochal.SinkSpec("totals", "sum.totals", epochal.SinkMode.UPSERT, TOTALS, keys=("key",))],
+        sinks=[
+            epochal.SinkSpec("totals", "sum.totals", epochal.SinkMode.UPSERT, TOTALS, keys=("key",)),
+            epochal.SinkSpec("quarantine", "read.rejected", epochal.SinkMode.APPEND, REJECTED),
+        ],
         max_parallelism=options.max_parallelism,
     )
 '''
@@ -102,10 +120,11 @@ from epochal.pipeline.runner import EpochRunner
 
 
 def test_running_totals(tmp_path):
-    for hour, rows in enumerate([[("a", 1), ("b", 2)], [("a", 10)]]):
+    for hour, rows in enumerate([[("a", 1), ("b", 2)], [("a", 10), (None, 5)]]):
         folder = tmp_path / "landing" / "dt=2026-11-01" / f"hour={{hour:02d}}"
         folder.mkdir(parents=True)
-        (folder / "part-0000.jsonl").write_text("".join(json.dumps({{"key": k, "n": n}}) + "\\n" for k, n in rows))
+        lines = [json.dumps({{"key": k, "n": n}}) for k, n in rows] + (["not json"] if hour else [])
+        (folder / "part-0000.jsonl").write_text("".join(line + "\\n" for line in lines))
     config = {{
         "pipeline": "{name}.pipeline:build",
         "landing": "landing",
@@ -117,6 +136,8 @@ def test_running_totals(tmp_path):
     report = runner.run(to="2026-11-01-01:00")
     assert [e.checkpoint_status for e in report.epochs] == ["completed", "completed"]
     assert sorted(tuple(r) for r in runner.d.sinks["totals"].read().collect()) == [("a", 11), ("b", 2)]
+    rejected = sorted((r["raw"], r["reason"]) for r in runner.d.sinks["quarantine"].read().collect())
+    assert rejected == [("not json", "not JSON"), ('{{"n":5}}', "no key")]  # kept, not lost
 '''
 
 PYPROJECT = """[build-system]
