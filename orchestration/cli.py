@@ -76,9 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--hours", type=int, default=4, help="hours of sample data")
 
     run = sub.add_parser("run", help="run epochs in order")
-    run.add_argument("--to", metavar="KEY")
-    run.add_argument("--from", dest="from_", metavar="KEY")
-    run.add_argument("--partition", metavar="KEY")
+    run.add_argument("--to", metavar="KEY", help="last partition (default: the latest closed window)")
+    run.add_argument("--from", dest="from_", metavar="KEY",
+                     help="a backfill from this partition: state and sinks go back to the checkpoint before it, then replay")
+    run.add_argument("--partition", metavar="KEY",
+                     help="--from KEY --to KEY: a backfill of one partition (the partitions after it are replayed by the next run)")
 
     checkpoints = _checkpoints_parser(sub)
 
@@ -165,8 +167,10 @@ def cmd_run(args) -> Any:
     if args.partition and (args.to or args.from_):
         raise CliError("--partition cannot be combined with --from/--to")
     frm, to = (args.partition, args.partition) if args.partition else (args.from_, args.to)
+    before = runner.d.progress.load().last_done_epoch if frm else None
     try:
         report = runner.run(to=to, from_=frm)
+        _say_rewound(runner, before)
     except PipelineFailedError as exc:  # the epochs done are reported, then a non-zero exit naming the failure
         if exc.report is None:
             raise
@@ -177,6 +181,16 @@ def cmd_run(args) -> Any:
         if sys.stderr.isatty():
             print(file=sys.stderr)
     return report.to_dict()
+
+
+def _say_rewound(runner, before: int | None) -> None:
+    """After a backfill that ended before where the deployment was: say so on stderr (the state and the sinks
+    are at the backfill's end; the partitions after it are replayed by the next run)."""
+    after = runner.d.progress.load().last_done_epoch
+    if before is not None and after is not None and after < before:
+        key = runner.d.partitioning.key
+        print(f"epochal: backfill done: state and sinks are at {key(after)}; the partitions after it, up to "
+              f"{key(before)}, were rewound and are replayed by the next `epochal run`", file=sys.stderr)
 
 
 def _checkpoint_row(key: Callable[[int], str], c) -> dict[str, Any]:
