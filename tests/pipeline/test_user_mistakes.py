@@ -135,3 +135,19 @@ def test_a_landing_folder_that_does_not_exist_fails_the_run_before_any_epoch_and
     assert f"source 'landing': the landing folder {tmp_path / 'landing'} does not exist" in result.stderr
     assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
     assert not (tmp_path / "checkpoints" / "progress.json").exists()
+
+
+def test_a_backfill_of_one_partition_says_that_the_partitions_after_it_were_rewound(spark, tmp_path, toy_registered,
+                                                                                   capsys):
+    from epochal.orchestration.cli import main
+
+    for hour in range(3):
+        toy.write_hour(tmp_path / "landing", hour, [("a", hour + 1)])
+    config = str(_config(tmp_path, tmp_path / "landing"))
+    assert main(["run", "--to", "2026-11-01-02:00", "--config", config, "--json"]) == 0
+    capsys.readouterr()
+    assert main(["run", "--partition", "2026-11-01-01:00", "--config", config, "--json"]) == 0
+    assert ("backfill done: state and sinks are at 2026-11-01-01:00; the partitions after it, up to 2026-11-01-02:00, "
+            "were rewound") in capsys.readouterr().err
+    assert main(["run", "--to", "2026-11-01-02:00", "--config", config, "--json"]) == 0
+    assert [e["partition"] for e in json.loads(capsys.readouterr().out)["epochs"]] == ["2026-11-01-02:00"]
