@@ -47,6 +47,8 @@ class Partitioning:
     def epoch(self, key: str) -> int:
         try:
             start = datetime.strptime(key, self.fmt).replace(tzinfo=timezone.utc)
+            if start.strftime(self.fmt) != key:  # strptime takes "0:00" for "00:00": not a key Dagster knows
+                raise ValueError(key)
         except ValueError:
             example = self.start.strftime(self.fmt)
             raise PartitionKeyError(f"bad partition key {key!r}: expected the form {example!r} ({self.granularity.value})") from None

@@ -151,3 +151,16 @@ def test_a_backfill_of_one_partition_says_that_the_partitions_after_it_were_rewo
             "were rewound") in capsys.readouterr().err
     assert main(["run", "--to", "2026-11-01-02:00", "--config", config, "--json"]) == 0
     assert [e["partition"] for e in json.loads(capsys.readouterr().out)["epochs"]] == ["2026-11-01-02:00"]
+
+
+@pytest.mark.parametrize("key", ["2026-11-01-0:00", "2026-11-1-00:00", "2026-11-01-00:0", "2026-11-01-5", "2026-13-01-00:00"])
+def test_a_partition_key_is_dagsters_form_exactly(key):
+    from datetime import datetime, timezone
+
+    from epochal.config import Granularity
+    from epochal.pipeline.partitions import PartitionKeyError, Partitioning
+
+    hourly = Partitioning(datetime(2026, 11, 1, tzinfo=timezone.utc), Granularity.HOURLY)
+    assert hourly.epoch("2026-11-01-05:00") == 5
+    with pytest.raises(PartitionKeyError, match=rf"bad partition key '{key}': expected the form '2026-11-01-00:00' \(hourly\)"):
+        hourly.epoch(key)
