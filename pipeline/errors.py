@@ -59,6 +59,10 @@ class SinkError(StageError):
 
     what = "sink"
 
+    @property
+    def sink(self) -> str:
+        return self.stage
+
 
 class InputChangedError(PipelineError):
     """A replayed epoch's planned input file changed or disappeared since its plan was recorded."""

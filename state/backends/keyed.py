@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable, Iterable
@@ -450,21 +449,9 @@ class KeyedStateBackend:
     def _raise_duplicates(self, descriptor: KeyedStateDescriptor, exc: Exception) -> None:
         """Raise :class:`StateSchemaError` if ``exc`` is a duplicate-key failure (ours or Delta's), or a null key
         refused by the table's ``NOT NULL`` key column."""
-        text = str(exc)
-        if "DELTA_NOT_NULL_CONSTRAINT_VIOLATED" in text and re.search(r"NOT NULL constraint violated for column: key\b", text):
-            raise StateSchemaError(
-                f"writing state {self.stage}/{descriptor.name} at epoch {self.context.epoch}: a row has a null key "
-                "(keyed state needs a key in every row; the write was refused, the state is unchanged)",
-                action="drop the rows whose key is null before writing state (or send them to a quarantine sink)",
-                state=descriptor.name,
-            ) from exc
-        ours = re.search(re.escape(self._duplicate_message(descriptor)) + r" \(key .*?, namespace .*?\)", text)
-        if ours or "MULTIPLE_SOURCE_ROW" in text or "multiple source rows" in text.lower():
-            raise StateSchemaError(
-                ours.group(0) if ours else self._duplicate_message(descriptor),
-                action="give at most one row per key and namespace to update()",
-                state=descriptor.name,
-            ) from exc
+        error = keyed_writes.refused_rows(str(exc), self._duplicate_message(descriptor), descriptor.name)
+        if error is not None:
+            raise error from exc
 
     def _may_hold_expired(self, path: str) -> bool:
         """False when the table's statistics prove that no row has expired at the epoch clock.

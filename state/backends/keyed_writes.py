@@ -12,6 +12,7 @@ in proportion to the keys it changed, not to the state.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -21,6 +22,7 @@ from pyspark.sql import types as T
 from epochal.state.delta import io as delta_io
 from epochal.state.delta import overwrite as delta_overwrite
 from epochal.state.delta.log import DeltaLog, VersionSnapshot
+from epochal.state.errors import StateSchemaError
 
 KEY_COLUMNS = ("key_group", "key", "namespace")
 _ROW_COLUMNS = ("key_group", "key", "namespace", "expires_at", "updated_epoch")  # taken from ``s`` as they are
@@ -113,3 +115,21 @@ def _rewritten(spark, path: str, snapshot: VersionSnapshot, schema: T.StructType
         for f in schema.fields
     ]
     return joined.where(keep).select(*columns)
+
+
+def refused_rows(text: str, duplicate_message: str, state: str) -> StateSchemaError | None:
+    """The error to raise for a state write that failed with ``text``, when the rows were refused: a null key
+    (the table's ``NOT NULL`` key column), or several rows for one key (``duplicate_message``, ours, or Delta's
+    MERGE error); None for any other failure."""
+    where = duplicate_message.split(": ", 1)[0]  # "writing state <stage>/<name> at epoch <n>"
+    if "DELTA_NOT_NULL_CONSTRAINT_VIOLATED" in text and re.search(r"NOT NULL constraint violated for column: key\b", text):
+        return StateSchemaError(
+            f"{where}: a row has a null key (keyed state needs a key in every row; the write was refused, the state "
+            "is unchanged)",
+            action="drop the rows whose key is null before writing state (or send them to a quarantine sink)", state=state,
+        )
+    ours = re.search(re.escape(duplicate_message) + r" \(key .*?, namespace .*?\)", text)
+    if ours or "MULTIPLE_SOURCE_ROW" in text or "multiple source rows" in text.lower():
+        return StateSchemaError(ours.group(0) if ours else duplicate_message,
+                                action="give at most one row per key and namespace to update()", state=state)
+    return None
