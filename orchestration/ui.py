@@ -12,6 +12,7 @@ backfill). The code location is ``epochal.orchestration.definitions`` with
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from pathlib import Path
 import yaml
 
 from epochal.config import Settings, load_settings
+from epochal.errors import EpochalError
+from epochal.pipeline.registry import build_pipeline
 
 STARTUP = Path(__file__).resolve().with_name("startup")
 INSTANCE_YAML = {
@@ -117,18 +120,52 @@ def _startup_path() -> str:
     return os.pathsep.join(p for p in (str(STARTUP), os.environ.get("PYTHONPATH")) if p)
 
 
+class UiError(EpochalError):
+    """``epochal ui`` could not start, or ``dagster dev`` stopped by itself."""
+
+
 def serve(config_path: str | None) -> dict:
-    """Run until interrupted (Ctrl-C, SIGINT or SIGTERM), or until ``dagster dev`` exits."""
+    """Run until interrupted (Ctrl-C, SIGINT or SIGTERM). The pipeline is built first (a bad import path is an
+    error here, not only in the UI's code location); ``dagster dev`` stopping by itself is an error naming the
+    last error line of its log (it exits 0 when its webserver died)."""
+    settings = load_settings(str(Path(config_path).resolve()) if config_path else None)
+    build_pipeline(settings)
+    if not config_path:
+        print("epochal ui: no --config and EPOCHAL_CONFIG is not set: epochal's defaults are used (the clickstream "
+              "example, paths under ./data)", file=sys.stderr, flush=True)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background (SIGINT ignored)
     signal.signal(signal.SIGTERM, _interrupt)
+    log = dagster_home(settings, config_path and str(Path(config_path).resolve())) / "dagster-dev.log"
+    offset = log.stat().st_size if log.exists() else 0
     procs = start(config_path)
-    print(f"epochal ui: dagster dev at {procs.url} (instance {procs.home}, log {procs.home / 'dagster-dev.log'}); "
-          "Ctrl-C stops it", file=sys.stderr, flush=True)
+    print(f"epochal ui: dagster dev at {procs.url} (instance {procs.home}, log {log}); Ctrl-C stops it",
+          file=sys.stderr, flush=True)
+    interrupted = False
     try:
         while procs.dev.poll() is None:
             time.sleep(1)
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     finally:
         procs.stop()
+    if not interrupted:
+        raise UiError(f"dagster dev stopped by itself (exit code {procs.dev.returncode}): {_last_error(log, offset)}",
+                      action=f"read {log}", log=str(log))
     return {"url": procs.url, "home": str(procs.home), "exit_code": procs.dev.returncode}
+
+
+_RAISED = re.compile(r"^[\w.]*(Error|Exception): ")
+
+
+def _last_error(log: Path, offset: int) -> str:
+    """The first and the last exception ``log`` shows after ``offset`` (the cause, and how dagster dev ended)."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(offset)
+            lines = [line.strip() for line in fh.read().decode("utf-8", "replace").splitlines()]
+    except OSError:
+        return "no log"
+    raised = [line for line in lines if _RAISED.match(line)]
+    if not raised:
+        return lines[-1] if lines else "nothing in its log"
+    return raised[0] if len(raised) == 1 or raised[0] == raised[-1] else f"{raised[0]}; then {raised[-1]}"
