@@ -381,15 +381,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"epochal: error: {first}", file=sys.stderr)
         return 1
+    try:
+        return _output(result, as_json)
+    except BrokenPipeError:  # `epochal checkpoints list | head`: the reader left; no traceback (Python's advice)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _output(result: Any, as_json: bool) -> int:
     if isinstance(result, Finished):
         if as_json:
             _print(result.document, True)
         else:
             print(result.text)
+        sys.stdout.flush()
         if result.reason:
             print(f"epochal: {result.verb} failed: {result.reason}", file=sys.stderr)
         return result.exit_code
     _print(result, as_json)
+    sys.stdout.flush()
     return 0
 
 
