@@ -7,6 +7,7 @@ environment overrides when unset). Loading the definitions never starts Spark.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import dagster as dg
@@ -48,10 +49,16 @@ def build_definitions(settings: Settings, config_path: str | None = None) -> dg.
     )
 
 
+NO_CONFIG = (f"{CONFIG_ENV} is not set: epochal's defaults are used (the clickstream example, paths under "
+             f"./data); set {CONFIG_ENV} to your epochal.yaml")
+
+
 def load_definitions(config_path: str | None = None) -> dg.Definitions:
     path = config_path or os.environ.get(CONFIG_ENV) or None
     if path is not None:
         path = os.path.abspath(path)
+    else:
+        logging.getLogger("epochal").warning(NO_CONFIG)  # a user who forgot it would otherwise see the example
     return build_definitions(load_settings(path), path)
 
 
