@@ -156,8 +156,10 @@ def _choose_pointer(catalog: _Catalog, pointer: str | int, options: RestoreOptio
         metadata = catalog.read_metadata(where, entry.checkpoint_id)
         return _Chosen(str(pointer), plan_restore(metadata, where, options))
     except FALLBACK_ERRORS as exc:
+        what = f"Checkpoint {pointer}" if isinstance(pointer, int) or str(pointer).isdigit() else f"Savepoint {pointer!r}"
+        at = "" if where == str(pointer) else f" ({where})"
         raise CheckpointNotRestorable(
-            f"Checkpoint {pointer!r} ({where}) cannot be restored: {exc.message}",
+            f"{what}{at} cannot be restored: {exc.message}",
             action=f"restore another checkpoint or a savepoint ({_LIST}); "
             "without a pointer the newest usable checkpoint is restored.",
             pointer=str(pointer), path=where,
