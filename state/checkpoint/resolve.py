@@ -76,13 +76,13 @@ class CheckpointResolver:
         entry = self._store.get(checkpoint_id)
         if entry is None:
             raise CheckpointNotFound(
-                f"Checkpoint {checkpoint_id} ({found.pointer}) was never committed to the completed-checkpoint "
+                f"Checkpoint {checkpoint_id} ({found.metadata_path}) was never committed to the completed-checkpoint "
                 "store (it failed, or its completion was interrupted).",
                 action=_LIST, pointer=found.pointer, checkpoint_id=checkpoint_id,
             )
         if not entry.status.restorable:
             raise CheckpointNotFound(
-                f"Checkpoint {checkpoint_id} ({found.pointer}) is {entry.status.value}: it is no longer retained "
+                f"Checkpoint {checkpoint_id} ({found.metadata_path}) is {entry.status.value}: it is no longer retained "
                 "and its files may be gone.",
                 action=_LIST, pointer=found.pointer, checkpoint_id=checkpoint_id, status=entry.status.value,
             )
