@@ -17,9 +17,9 @@ from epochal.orchestration.assets import DEPLOYMENT_TAG, build_epoch_assets, cod
 from epochal.orchestration.automation import build_savepoint_sensor, build_schedule
 from epochal.orchestration.jobs import build_jobs
 from epochal.orchestration.resources import EpochalResource
+from epochal.orchestration.ui import CONFIG_ENV, NO_CONFIG
 from epochal.pipeline.registry import build_pipeline
 
-CONFIG_ENV = "EPOCHAL_CONFIG"
 
 
 def epoch_job_name(pipeline_name: str) -> str:
@@ -47,10 +47,6 @@ def build_definitions(settings: Settings, config_path: str | None = None) -> dg.
         resources={"epochal": epochal, "checkpoints": epochal.checkpoints},
         executor=dg.in_process_executor,
     )
-
-
-NO_CONFIG = (f"{CONFIG_ENV} is not set: epochal's defaults are used (the clickstream example, paths under "
-             f"./data); set {CONFIG_ENV} to your epochal.yaml")
 
 
 def load_definitions(config_path: str | None = None) -> dg.Definitions:

@@ -27,6 +27,10 @@ from epochal.errors import EpochalError
 from epochal.pipeline.registry import build_pipeline
 
 STARTUP = Path(__file__).resolve().with_name("startup")
+CONFIG_ENV = "EPOCHAL_CONFIG"
+#: What a deployment without a configuration file gets, said where the definitions load and by ``epochal ui``.
+NO_CONFIG = (f"{CONFIG_ENV} is not set: epochal's defaults are used (the clickstream example, paths under ./data); "
+             f"set {CONFIG_ENV} to your epochal.yaml")
 INSTANCE_YAML = {
     "telemetry": {"enabled": False},
     "concurrency": {
@@ -91,10 +95,12 @@ def _create_storage(home: Path) -> None:
         instance.get_runs(limit=1)
 
 
-def start(config_path: str | None, *, port: int | None = None, log_dir: Path | None = None) -> UiProcesses:
-    """Start ``dagster dev`` in its own process group on the instance and definitions; return once launched."""
+def start(config_path: str | None, *, port: int | None = None, log_dir: Path | None = None,
+          settings: Settings | None = None) -> UiProcesses:
+    """Start ``dagster dev`` in its own process group on the instance and definitions; return once launched
+    (``settings``: the configuration's, when the caller has loaded them)."""
     path = str(Path(config_path).resolve()) if config_path else None
-    settings = load_settings(path)
+    settings = settings if settings is not None else load_settings(path)
     home = dagster_home(settings, path)
     workspace = prepare_home(home)
     env = {**os.environ, "DAGSTER_HOME": str(home.resolve()), "PYTHONPATH": _startup_path()}
@@ -128,16 +134,16 @@ def serve(config_path: str | None) -> dict:
     """Run until interrupted (Ctrl-C, SIGINT or SIGTERM). The pipeline is built first (a bad import path is an
     error here, not only in the UI's code location); ``dagster dev`` stopping by itself is an error naming the
     last error line of its log (it exits 0 when its webserver died)."""
-    settings = load_settings(str(Path(config_path).resolve()) if config_path else None)
+    path = str(Path(config_path).resolve()) if config_path else None
+    settings = load_settings(path)
     build_pipeline(settings)
-    if not config_path:
-        print("epochal ui: no --config and EPOCHAL_CONFIG is not set: epochal's defaults are used (the clickstream "
-              "example, paths under ./data)", file=sys.stderr, flush=True)
+    if not path:
+        print(f"epochal ui: no --config, and {NO_CONFIG}", file=sys.stderr, flush=True)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background (SIGINT ignored)
     signal.signal(signal.SIGTERM, _interrupt)
-    log = dagster_home(settings, config_path and str(Path(config_path).resolve())) / "dagster-dev.log"
+    log = dagster_home(settings, path) / "dagster-dev.log"
     offset = log.stat().st_size if log.exists() else 0
-    procs = start(config_path)
+    procs = start(path, settings=settings)
     print(f"epochal ui: dagster dev at {procs.url} (instance {procs.home}, log {log}); Ctrl-C stops it",
           file=sys.stderr, flush=True)
     interrupted = False

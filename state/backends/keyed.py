@@ -232,8 +232,11 @@ class KeyedStateBackend:
         df = df.withColumn(_DELETE, F.col(_DELETE) | F.col("value").isNull())
         self._merge(descriptor, self._refuse_duplicate_keys(descriptor, df))
 
+    def _writing(self, descriptor: KeyedStateDescriptor) -> str:
+        return f"writing state {self.stage}/{descriptor.name} at epoch {self.context.epoch}"
+
     def _duplicate_message(self, descriptor: KeyedStateDescriptor) -> str:
-        return f"writing state {self.stage}/{descriptor.name} at epoch {self.context.epoch}: {_SEVERAL_VALUES}"
+        return f"{self._writing(descriptor)}: {_SEVERAL_VALUES}"
 
     def _refuse_duplicate_keys(self, descriptor: KeyedStateDescriptor, df: DataFrame) -> DataFrame:
         """``df`` that fails, when evaluated, if it holds several rows for one key and namespace.
@@ -449,7 +452,8 @@ class KeyedStateBackend:
     def _raise_duplicates(self, descriptor: KeyedStateDescriptor, exc: Exception) -> None:
         """Raise :class:`StateSchemaError` if ``exc`` is a duplicate-key failure (ours or Delta's), or a null key
         refused by the table's ``NOT NULL`` key column."""
-        error = keyed_writes.refused_rows(str(exc), self._duplicate_message(descriptor), descriptor.name)
+        error = keyed_writes.refused_rows(str(exc), self._writing(descriptor), self._duplicate_message(descriptor),
+                                          descriptor.name)
         if error is not None:
             raise error from exc
 

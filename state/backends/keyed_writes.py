@@ -117,11 +117,10 @@ def _rewritten(spark, path: str, snapshot: VersionSnapshot, schema: T.StructType
     return joined.where(keep).select(*columns)
 
 
-def refused_rows(text: str, duplicate_message: str, state: str) -> StateSchemaError | None:
-    """The error to raise for a state write that failed with ``text``, when the rows were refused: a null key
-    (the table's ``NOT NULL`` key column), or several rows for one key (``duplicate_message``, ours, or Delta's
-    MERGE error); None for any other failure."""
-    where = duplicate_message.split(": ", 1)[0]  # "writing state <stage>/<name> at epoch <n>"
+def refused_rows(text: str, where: str, duplicate_message: str, state: str) -> StateSchemaError | None:
+    """The error to raise for a write of ``state`` (``where``: "writing state <stage>/<name> at epoch <n>") that
+    failed with ``text``, when the rows were refused: a null key (the table's ``NOT NULL`` key column), or several
+    rows for one key (``duplicate_message``, ours, or Delta's MERGE error); None for any other failure."""
     if "DELTA_NOT_NULL_CONSTRAINT_VIOLATED" in text and re.search(r"NOT NULL constraint violated for column: key\b", text):
         return StateSchemaError(
             f"{where}: a row has a null key (keyed state needs a key in every row; the write was refused, the state "
