@@ -15,6 +15,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from epochal.errors import EpochalError
+from epochal.orchestration import console
 
 log = logging.getLogger("epochal")
 
@@ -176,7 +177,7 @@ def cmd_run(args) -> Any:
             raise
         failed = {"epoch": exc.epoch, "partition": exc.partition, "reason": exc.reason, "action": exc.action}
         document = {**exc.report.to_dict(), "failed": failed}
-        return Finished(document, json.dumps(document, default=str, indent=2), 1, f"{exc.message} ({exc.action})", "run")
+        return Finished(document, console.run(document), 1, f"{exc.message} ({exc.action})", "run")
     finally:
         if sys.stderr.isatty():
             print(file=sys.stderr)
@@ -357,14 +358,25 @@ COMMANDS = {
 }
 
 
-def _print(result: Any, as_json: bool) -> None:
+def _print(result: Any, as_json: bool, command: str) -> None:
+    """One JSON document with ``--json``; else the command's text view (:mod:`console`), a path, or JSON."""
     if as_json:
         json.dump(result, sys.stdout, default=str)
         sys.stdout.write("\n")
+        return
+    text = console.render(command, result)
+    if text is not None:
+        print(text)
     elif isinstance(result, dict) and "path" in result and len(result) <= 6:
         print(result["path"])
     else:
         print(json.dumps(result, default=str, indent=2))
+
+
+def _command(args) -> str:
+    """The command as :data:`console.VIEWS` names it: ``run``, ``checkpoints list``..."""
+    action = getattr(args, "action", None)
+    return f"{args.command} {action}" if args.command == "checkpoints" and action else args.command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -382,23 +394,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"epochal: error: {first}", file=sys.stderr)
         return 1
     try:
-        return _output(result, as_json)
+        return _output(result, as_json, _command(args))
     except BrokenPipeError:  # `epochal checkpoints list | head`: the reader left; no traceback (Python's advice)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
 
 
-def _output(result: Any, as_json: bool) -> int:
+def _output(result: Any, as_json: bool, command: str) -> int:
     if isinstance(result, Finished):
         if as_json:
-            _print(result.document, True)
+            _print(result.document, True, command)
         else:
             print(result.text)
         sys.stdout.flush()
         if result.reason:
             print(f"epochal: {result.verb} failed: {result.reason}", file=sys.stderr)
         return result.exit_code
-    _print(result, as_json)
+    _print(result, as_json, command)
     sys.stdout.flush()
     return 0
 

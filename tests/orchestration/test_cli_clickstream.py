@@ -30,11 +30,13 @@ EPOCHAL = str(Path(sys.executable).with_name("epochal"))
 NO_JVM = {"JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ.get("PATH", "")}
 
 
-def _epochal(config: Path, *args: str, crash_at: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _epochal(config: Path, *args: str, crash_at: str | None = None, env: dict[str, str] | None = None,
+             as_json: bool = True) -> subprocess.CompletedProcess:
     env = {**{k: v for k, v in os.environ.items() if k != "EPOCHAL_CRASH_AT"}, **(env or {})}
     if crash_at:
         env["EPOCHAL_CRASH_AT"] = crash_at
-    return subprocess.run([EPOCHAL, *args, "--config", str(config), "--json"], env=env, capture_output=True, text=True, timeout=900)
+    command = [EPOCHAL, *args, "--config", str(config), *(["--json"] if as_json else [])]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
 
 
 def _ok(result: subprocess.CompletedProcess):
@@ -80,6 +82,7 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     inspected = _ok(_epochal(deployment, "checkpoints", "inspect", str(listed[-1]["id"]), env=NO_JVM))
     assert {h["stage"] for h in inspected["handles"]} >= {"dedupe", "sessionize"}
     assert inspected["partition"] == PARTITIONS[2] and inspected["metadata_path"] == listed[-1]["metadata_path"]
+    _check_text_views(deployment, listed, inspected)
     broken = subprocess.run([sys.executable, "-c", "from pyspark.sql import SparkSession; SparkSession.builder.getOrCreate()"],
                             env={**os.environ, **NO_JVM}, capture_output=True, text=True, timeout=120)
     assert broken.returncode != 0, "the no-JVM environment really stops Spark"
@@ -110,6 +113,24 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
                 if (h["stage"], h["state"]) == ("dedupe", "seen"))
     pinned = spark.read.format("delta").option("versionAsOf", seen["version"]).load(seen["table_path"]).collect()
     assert _as_printed(at["rows"]) == _as_printed(r.asDict(recursive=True) for r in pinned)
+
+
+def _check_text_views(config: Path, listed: list[dict], inspected: dict) -> None:
+    """Without --json the same answers come as tables a person reads: a line per checkpoint with its id, epoch,
+    partition and metadata path; a line per state handle with its stage, state, version and table."""
+    table = _epochal(config, "checkpoints", "list", env=NO_JVM, as_json=False)
+    assert table.returncode == 0, table.stderr[-2000:]
+    header, rule, *lines = table.stdout.splitlines()
+    assert header.split()[:5] == ["id", "kind", "status", "epoch", "partition"] and set(rule) <= {"-", " "}
+    assert [line.split()[:5] for line in lines] == [
+        [str(c["id"]), c["kind"], c["status"], str(c["epoch"]), c["partition"]] for c in listed]
+    assert [line.split()[-1] for line in lines] == [c["metadata_path"] for c in listed]
+    text = _epochal(config, "checkpoints", "inspect", str(inspected["id"]), env=NO_JVM, as_json=False)
+    assert text.returncode == 0, text.stderr[-2000:]
+    assert text.stdout.startswith(f"checkpoint {inspected['id']} ({inspected['status']}): epoch {inspected['epoch']}")
+    for h in inspected["handles"]:
+        assert any(line.split()[:2] == [h["stage"], h["state"]] and str(h["version"]) in line.split()
+                   and line.endswith(h["table_path"]) for line in text.stdout.splitlines()), h
 
 
 def _as_printed(rows) -> list[str]:
