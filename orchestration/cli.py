@@ -122,9 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _checkpoints_parser(sub) -> argparse.ArgumentParser:
     checkpoints = sub.add_parser("checkpoints", help="list or inspect checkpoints and savepoints")
     csub = checkpoints.add_subparsers(dest="action", required=True)
-    _common(csub.add_parser("list"))
-    inspect = csub.add_parser("inspect")
-    inspect.add_argument("id")
+    _common(csub.add_parser("list", help="the retained checkpoints and savepoints, oldest first (no JVM)"))
+    inspect = csub.add_parser("inspect", help="one checkpoint or savepoint: its state handles and source positions (no JVM)")
+    inspect.add_argument("id", help="a checkpoint id (7 or chk-7), a savepoint name or path")
     _common(inspect)
     _common(csub.add_parser(
         "reset-failures", help="clear a failed pipeline's checkpoint failures (after fixing their cause); prints what was cleared",
