@@ -11,6 +11,7 @@ backfill). The code location is ``epochal.orchestration.definitions`` with
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -137,6 +138,7 @@ def serve(config_path: str | None) -> dict:
     path = str(Path(config_path).resolve()) if config_path else None
     settings = load_settings(path)
     build_pipeline(settings)
+    check_address(settings.dagster.webserver_host, settings.dagster.webserver_port)
     if not path:
         print(f"epochal ui: no --config, and {NO_CONFIG}", file=sys.stderr, flush=True)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background (SIGINT ignored)
@@ -158,6 +160,26 @@ def serve(config_path: str | None) -> dict:
         raise UiError(f"dagster dev stopped by itself (exit code {procs.dev.returncode}): {_last_error(log, offset)}",
                       action=f"read {log}", log=str(log))
     return {"url": procs.url, "home": str(procs.home), "exit_code": procs.dev.returncode}
+
+
+def check_address(host: str, port: int) -> None:
+    """Fail now if the webserver could not listen on ``host:port`` (taken by another server, or an address that
+    is not this machine's): ``dagster dev`` would keep restarting its webserver instead of stopping."""
+    import socket
+
+    where = "set dagster.webserver_port (or EPOCHAL__DAGSTER__WEBSERVER_PORT), or stop what listens there"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise UiError(f"dagster.webserver_host {host!r} does not resolve: {exc.strerror}.",
+                      action="set dagster.webserver_host to an address of this machine") from exc
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the webserver binds: a closed one's TIME_WAIT is fine
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            action = where if exc.errno == errno.EADDRINUSE else "set dagster.webserver_host to an address of this machine"
+            raise UiError(f"the Dagster webserver cannot listen on {host}:{port}: {exc.strerror}.", action=action) from exc
 
 
 _RAISED = re.compile(r"^[\w.]*(Error|Exception): ")

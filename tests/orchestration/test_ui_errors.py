@@ -1,11 +1,12 @@
 """``epochal ui`` fails with one line that says why when the pipeline cannot be imported, before Dagster starts
 (the error was only in the UI's code location). ``dagster dev`` stopping by itself (it exits 0 when its webserver
-dies on an import) is an error too; no test makes its webserver die: one whose port is taken, or whose host
-is not this machine's, keeps trying (seen 2026-11-30)."""
+dies on an import) is an error too. A port that is taken, or a host that is not this machine's, fails before
+Dagster starts too: dagster dev would keep restarting its webserver there (seen 2026-11-30)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +36,23 @@ def test_a_pipeline_that_cannot_be_imported_fails_before_dagster_starts(tmp_path
     assert result.returncode == 1
     assert "epochal: error: pipeline 'acme_missing.pipeline:build' (config key 'pipeline'): no module named" in result.stderr
     assert not (tmp_path / "dagster").exists(), "no Dagster instance was made"
+
+
+def test_a_port_already_taken_or_a_host_not_of_this_machine_fails_before_dagster_starts(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _ui(_config(tmp_path, port))
+    assert result.returncode == 1
+    assert (f"epochal: error: the Dagster webserver cannot listen on 127.0.0.1:{port}: Address already in use. "
+            "Operator action: set dagster.webserver_port") in result.stderr
+    assert not (tmp_path / "dagster").exists(), "no Dagster instance was made"
+
+    config = _config(tmp_path, 3999)
+    settings = yaml.safe_load(config.read_text())
+    settings["dagster"]["webserver_host"] = "192.0.2.1"  # TEST-NET-1: never an address of this machine
+    config.write_text(yaml.safe_dump(settings))
+    result = _ui(config)
+    assert result.returncode == 1
+    assert "cannot listen on 192.0.2.1:3999: Cannot assign requested address. Operator action: set dagster.webserver_host" in result.stderr
