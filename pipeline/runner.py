@@ -24,6 +24,7 @@ from epochal.pipeline.deployment import Deployment
 from epochal.pipeline.epoch import EpochTransaction
 from epochal.pipeline.errors import PipelineError, PipelineFailedError
 from epochal.pipeline.lease import leased
+from epochal.pipeline.partitions import PartitionKeyError
 from epochal.pipeline.recovery import Recovery, Restored
 from epochal.pipeline.savepoints import take_savepoint
 from epochal.pipeline.sinks import refuse_written_sinks
@@ -111,6 +112,9 @@ class EpochRunner:
         """
         if (failure := self.d.coordinator.pipeline_failure) is not None:
             raise PipelineFailedError(str(failure))
+        if from_ is not None:
+            self.d.partitioning.epoch(from_)
+        self._last_epoch(to, now)  # a bad key, or a window still open: refused before any work or JVM
         self.expect_run(to=to, now=now, from_=from_)
         report = RunReport()
         report.restored, recovered_by_backfill = self.recovery.before_run(from_)
@@ -203,10 +207,21 @@ class EpochRunner:
         return is_short_run(settings, epochs, state_bytes, run_input_bytes(self.d.pipeline.sources, infos))
 
     def _last_epoch(self, to: str | None, now: datetime | None) -> int:
-        if to is not None:
-            return self.d.partitioning.epoch(to)
-        closed = self.d.partitioning.latest_closed_epoch(now or datetime.now(timezone.utc))
-        return -1 if closed is None else closed
+        """The last epoch of a run to ``to``, or to the latest closed window; refuses a window still open at ``now``
+        (its files may still land: an epoch is done once, and what lands after it would never be read)."""
+        partitioning = self.d.partitioning
+        closed = partitioning.latest_closed_epoch(now or datetime.now(timezone.utc))
+        if to is None:
+            return -1 if closed is None else closed
+        last = partitioning.epoch(to)
+        if closed is None or last > closed:
+            latest = "none has closed yet" if closed is None else f"the latest closed partition is {partitioning.key(closed)!r}"
+            raise PartitionKeyError(
+                f"partition {to!r} has not closed yet: its window ends at "
+                f"{partitioning.info(last).window_end:%Y-%m-%d %H:%M} UTC, and a partition runs once its window "
+                f"has ended (files may still land in an open one); {latest}"
+            )
+        return last
 
     def checkpoint_due(self, epoch: int) -> bool:
         if self._last_checkpoint_epoch is None:

@@ -3,7 +3,8 @@
 Each found by writing a pipeline from the README alone (2026-11-30): a stage returning the wrong output name or
 ``None``, a row without a key written to keyed state, a sink value Spark cannot cast, timers listed in
 ``keyed_state`` as the README words it, and a landing folder that does not exist (which used to run empty
-epochs, done for good, so that the data landing there later was never read).
+epochs, done for good, so that the data landing there later was never read); the same for a partition whose
+window has not closed.
 """
 
 from __future__ import annotations
@@ -134,6 +135,30 @@ def test_a_landing_folder_that_does_not_exist_fails_the_run_before_any_epoch_and
     assert result.returncode == 1, result.stderr[-2000:]
     assert f"source 'landing': the landing folder {tmp_path / 'landing'} does not exist" in result.stderr
     assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
+    assert not (tmp_path / "checkpoints" / "progress.json").exists()
+
+
+def test_a_partition_whose_window_has_not_closed_is_refused_before_any_work_and_without_a_jvm(tmp_path):
+    """``run --to`` (or ``--partition``) an hour not over yet would read the files landed so far and mark the epoch
+    done for good: what lands later in that hour would never be read. Dagster's partitions end at the last closed
+    window; the command line refuses the others, naming the window's end and the latest closed partition."""
+    from datetime import datetime, timedelta, timezone
+
+    toy.write_hour(tmp_path / "landing", 0, [("a", 1)])
+    config = _config(tmp_path, tmp_path / "landing")
+    now = datetime.now(timezone.utc)
+    open_hour = (now + timedelta(hours=2)).strftime("%Y-%m-%d-%H:00")  # open however long the commands take
+    closed = {(now + timedelta(hours=h)).strftime("%Y-%m-%d-%H:00") for h in (-1, 0)}  # the hour may turn meanwhile
+    env = child_env({**os.environ, "JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ["PATH"]})
+    code = "import sys, tests.support.toy_pipeline as t; t.register(); from epochal.orchestration.cli import main; sys.exit(main(sys.argv[1:]))"
+    for args in (["--to", open_hour], ["--partition", open_hour], ["--from", FIRST, "--to", open_hour]):
+        result = subprocess.run([sys.executable, "-c", code, "run", *args, "--config", str(config)],
+                                capture_output=True, text=True, timeout=300, env=env)
+        assert result.returncode == 1, result.stderr[-2000:]
+        assert f"epochal: error: partition '{open_hour}' has not closed yet: its window ends at " in result.stderr
+        latest = re.search(r"the latest closed partition is '([^']+)'", result.stderr)
+        assert latest and latest.group(1) in closed, result.stderr
+        assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
     assert not (tmp_path / "checkpoints" / "progress.json").exists()
 
 
