@@ -19,7 +19,8 @@ import yaml
 from epochal.config import Jit, load_settings
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.partitions import Partitioning
-from epochal.pipeline.verify.engine import DEFAULT_PARTITIONS, Verifier, _range
+from epochal.pipeline.verify.engine import DEFAULT_PARTITIONS, RANDOM_ATTEMPTS, Verifier, _range
+from epochal.pipeline.verify.report import Outcome, ScenarioResult
 from tests.support.user_package import EPOCHS, ROWS_MODULE, TOTALS_MODULE, on_import_path, write_landing
 
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))
@@ -90,6 +91,36 @@ def test_killed_processes_of_a_short_verify_start_with_the_quick_compiler(tmp_pa
     tiered = settings.model_copy(update={"spark": settings.spark.model_copy(update={"jit": Jit.TIERED})})
     mine = Verifier(tiered, cli=["epochal"], points=[], seeds=0, workdir=tmp_path / "mine")
     assert load_settings(mine._deploy("crash-in_sink")).spark.jit.value == "tiered", "an explicit choice stays"
+
+
+def test_a_random_instant_after_the_killed_run_ended_is_drawn_again_within_the_time_it_took(tmp_path, monkeypatch):
+    """The straight runs here may take longer than a fresh killed process (its quick compiler, or a first run that
+    warmed this JVM up): an instant past the killed run's end killed nothing, and verify said OK with no random
+    crash at all (found from outside, 2026-11-30). Then the instant is drawn again within what that run took."""
+    verifier = Verifier(load_settings(None), cli=["epochal"], points=[], seeds=1, workdir=tmp_path / "w")
+    verifier._epochs_s = 90.0
+    work_s = 4.0  # what a killed process's work takes: an instant past it kills nothing
+    instants = []
+
+    def killed(config, args, *, crash_at=None, after_s=None):
+        instants.append(after_s)
+        return after_s < work_s
+
+    class Runner:
+        def run(self, to):
+            pass
+
+    monkeypatch.setattr(verifier, "_killed", killed)
+    monkeypatch.setattr(verifier, "_runner", lambda name: Runner())
+    monkeypatch.setattr(verifier, "_compare", lambda runner: ScenarioResult("", "", Outcome.MATCH))
+    monkeypatch.setattr("epochal.pipeline.verify.engine._clock", iter([0.0, 5.0, 10.0, 15.0, 20.0, 25.0]).__next__)
+    result = verifier._random(0)
+    assert instants[0] > work_s and len(instants) >= 2, instants  # seed 0 draws past the work first
+    assert all(later <= 0.9 * 5.0 for later in instants[1:]), instants  # within the 5 s the finished run took
+    if instants[-1] < work_s:
+        assert result.outcome is Outcome.MATCH and result.crash.endswith(f"(draw {len(instants)})")
+    else:
+        assert result.outcome is Outcome.NOT_REACHED and len(instants) == RANDOM_ATTEMPTS
 
 
 @pytest.mark.slow
