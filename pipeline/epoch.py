@@ -277,6 +277,7 @@ class EpochTransaction(_CheckpointingTransaction):
             raise
         except Exception as exc:  # noqa: BLE001 - the user-code boundary
             raise StageError(stage.name, self.epoch, ctx.partition, exc) from exc
+        self._check_sink_inputs(stage, produced)
         for out, frame in produced.items():
             ref = f"{stage.name}.{out}"
             if isinstance(frame, DataFrame) and d.pipeline.readers(stage, out) > 1:
@@ -285,6 +286,18 @@ class EpochTransaction(_CheckpointingTransaction):
             self.outputs[ref] = frame
             if len(stage.outputs) == 1:
                 self.outputs[stage.name] = frame
+
+    def _check_sink_inputs(self, stage: Stage, produced: dict) -> None:
+        """Each sink fed by this stage gets the columns it writes: said now, not after the other stages ran."""
+        refs = {f"{stage.name}.{out}": out for out in stage.outputs}
+        if len(stage.outputs) == 1:
+            refs[stage.name] = stage.outputs[0]
+        for name, sink in self.d.sinks.items():
+            if sink.spec.input in refs:
+                try:
+                    sink.check_input(produced[refs[sink.spec.input]])
+                except ValueError as exc:
+                    raise SinkError(name, self.epoch, self.d.partitioning.key(self.epoch), exc) from exc
 
     def _report_completion(self, completion) -> None:
         report = self.report

@@ -80,13 +80,19 @@ class DeltaSink:
             }
             create_table(self.spark, self.path, self.table_schema, props)
 
-    def _conform(self, df: DataFrame, *, deletions: bool = False) -> DataFrame:
-        """The sink's columns, cast to its schema (and the delete column, as a boolean, when ``deletions``)."""
+    def check_input(self, df: DataFrame, *, deletions: bool = True) -> None:
+        """Raise if ``df`` lacks a column the sink writes (or, with ``deletions``, its delete column): known from
+        its schema, no Spark job."""
         delete = self.spec.delete_column if deletions else None
         wanted = [f.name for f in self.spec.schema.fields] + ([delete] if delete else [])
         missing = [c for c in wanted if c not in df.columns]
         if missing:
             raise ValueError(f"sink {self.spec.name!r}: input lacks column(s) {missing}; got {df.columns}")
+
+    def _conform(self, df: DataFrame, *, deletions: bool = False) -> DataFrame:
+        """The sink's columns, cast to its schema (and the delete column, as a boolean, when ``deletions``)."""
+        self.check_input(df, deletions=deletions)
+        delete = self.spec.delete_column if deletions else None
         columns = [F.col(f.name).cast(f.dataType).alias(f.name) for f in self.spec.schema.fields]
         if delete:
             columns.append(F.coalesce(F.col(delete).cast("boolean"), F.lit(False)).alias(delete))

@@ -121,6 +121,10 @@ class SinkSpec:
     def __post_init__(self) -> None:
         if self.mode is SinkMode.UPSERT and not self.keys:
             raise ValueError(f"upsert sink {self.name!r} needs keys=")
+        columns = [f.name for f in self.schema.fields]
+        unknown = [k for k in self.keys if k not in columns]
+        if unknown:
+            raise ValueError(f"sink {self.name!r}: key(s) {unknown} are not columns of its schema {columns}")
         if self.delete_column is not None and self.mode is not SinkMode.UPSERT:
             raise ValueError(f"sink {self.name!r}: delete_column= is for upsert sinks (an append sink keeps every row)")
         if self.delete_column is not None and self.delete_column in {f.name for f in self.schema.fields}:

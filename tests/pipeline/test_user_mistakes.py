@@ -72,12 +72,20 @@ class Uncastable(toy.Sum):
         return {"totals": totals.withColumn("total", F.concat(F.lit("x"), F.col("total").cast("string")))}
 
 
+class LacksColumn(toy.Sum):
+    def process(self, ctx, inputs):
+        return {"totals": super().process(ctx, inputs)["totals"].withColumnRenamed("total", "sum")}
+
+
 @pytest.mark.parametrize(("stage_class", "error", "message"), [
     (WrongName, StageError, r"stage 'sum' failed at epoch 0 \(partition 2026-11-01-00:00\): ValueError: process\(\) "
                             r"returned no \['totals'\] \(it returned \['total'\]\)"),
     (NoFrame, StageError, r"stage 'sum' failed at epoch 0 .*: TypeError: process\(\) returned \{'totals': 'NoneType'\}"),
     (Uncastable, SinkError, r"sink 'totals' failed at epoch 0 \(partition 2026-11-01-00:00\): \w*Exception: "
                             r"\[CAST_INVALID_INPUT\] The value 'x[12]'"),
+    # said as the stage returns (its output's columns are known without a job), not when the sink writes
+    (LacksColumn, SinkError, r"sink 'totals' failed at epoch 0 \(partition 2026-11-01-00:00\): ValueError: sink "
+                             r"'totals': input lacks column\(s\) \['total'\]; got \['key', 'sum'\]"),
 ])
 def test_a_stage_output_that_is_not_what_it_declares_names_the_stage_or_the_sink(spark, tmp_path, toy_registered,
                                                                                  stage_class, error, message):
@@ -87,6 +95,8 @@ def test_a_stage_output_that_is_not_what_it_declares_names_the_stage_or_the_sink
     first_line = str(raised.value).splitlines()[0]  # what the command line prints
     assert re.search(message, first_line), first_line
     assert runner.d.progress.load().last_done_epoch is None
+    if stage_class is LacksColumn:  # no sink was written, not even the one that reads another stage
+        assert not (tmp_path / "warehouse" / "log").exists() and not (tmp_path / "warehouse" / "totals").exists()
 
 
 def test_a_row_without_a_key_is_refused_by_keyed_state_in_one_line_and_the_state_is_unchanged(spark, tmp_path,
@@ -189,3 +199,16 @@ def test_a_partition_key_is_dagsters_form_exactly(key):
     assert hourly.epoch("2026-11-01-05:00") == 5
     with pytest.raises(PartitionKeyError, match=rf"bad partition key '{key}': expected the form '2026-11-01-00:00' \(hourly\)"):
         hourly.epoch(key)
+
+
+def test_an_upsert_key_that_is_not_a_column_of_the_sink_fails_when_the_pipeline_is_defined():
+    """It failed at the sink's first MERGE, after the epoch's stages and state writes, with Spark's
+    UNRESOLVED_COLUMN (found from outside, 2026-11-30)."""
+    from pyspark.sql import types as T
+
+    from epochal import SinkMode, SinkSpec
+
+    schema = T.StructType([T.StructField("user", T.StringType()), T.StructField("total", T.LongType())])
+    with pytest.raises(ValueError, match=re.escape("sink 'users': key(s) ['usr'] are not columns of its schema ['user', 'total']")):
+        SinkSpec("users", "shop.users", SinkMode.UPSERT, schema, keys=("usr",))
+    assert SinkSpec("users", "shop.users", SinkMode.UPSERT, schema, keys=("user",)).keys == ("user",)
