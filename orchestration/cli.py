@@ -292,18 +292,29 @@ def cmd_state(args) -> Any:
         checkpoint = d.coordinator.resolve(args.checkpoint)
         handle = checkpoint.metadata.handle(args.stage, args.state)
         if handle is None:
-            raise CliError(f"checkpoint {args.checkpoint} holds no state {args.stage}/{args.state}")
+            raise _no_state(d.pipeline, args.stage, args.state, f"in checkpoint {args.checkpoint}")
         path, version = resolve_handle_path(handle, checkpoint.metadata_path), handle.version
     else:
         path, version = to_spark(d.storage.shared_dir(args.stage, args.state)), None
         if not delta_io.is_delta_table(path):
-            raise CliError(f"no state {args.stage}/{args.state} at {path}")
+            raise _no_state(d.pipeline, args.stage, args.state, f"at {path}")
     if delta_rs_reaches(path):
         rows = read_rows(path, version, args.limit)
     else:
         df = delta_io.read_version(d.spark, path, version)
         rows = [r.asDict(recursive=True) for r in (df.limit(args.limit) if args.limit else df).toLocalIterator()]
     return {"stage": args.stage, "state": args.state, "rows": rows}
+
+
+def _no_state(pipeline, stage: str, state: str, where: str) -> CliError:
+    """No table for ``stage/state`` ``where``: the error says which states the pipeline declares (one kept by a
+    removed stage is still read while its table is there)."""
+    declared = {s.name: [d.name for d in (*s.keyed_state, *s.operator_state)] for s in pipeline.ordered_stages}
+    if stage not in declared:
+        with_state = ", ".join(f"{n} ({', '.join(v)})" for n, v in declared.items() if v)
+        return CliError(f"no state {stage}/{state} {where}, and pipeline {pipeline.name!r} has no stage {stage!r}; "
+                        f"its stages with state: {with_state or 'none'}")
+    return CliError(f"no state {stage}/{state} {where}; stage {stage!r} declares: {', '.join(declared[stage]) or 'no state'}")
 
 
 def cmd_demo(args) -> Any:

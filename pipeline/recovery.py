@@ -84,7 +84,8 @@ class Recovery:
         """After a run that died mid-epoch, or a restore that died half-way: restore again."""
         target = progress.restoring
         if target is None:
-            log.warning("the last run died in epoch %s: restoring the latest completed checkpoint", progress.in_progress)
+            log.warning("the last run did not finish epoch %s (it died or failed): restoring the latest completed "
+                        "checkpoint", progress.in_progress)
             # Never forward: a savepoint of a later epoch (kept after an older restore) is not where the state was.
             return self.restore(max_epoch=progress.in_progress)
         log.warning("the last restore (%s) did not finish: doing it again", json.dumps(target, sort_keys=True))

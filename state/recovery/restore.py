@@ -229,11 +229,12 @@ def _apply(spark: Any, plan: RestorePlan, parallelism: int | None, fence: Fence)
     return restored + _empty_tables(spark, plan.to_empty, fence)
 
 
-def _empty_tables(spark: Any, tables: Iterable[tuple[str, str, str]], fence: Fence) -> list[RestoredState]:
+def _empty_tables(spark: Any, tables: Iterable[tuple[str, str, str]], fence: Fence, *, empty_start: bool = False) -> list[RestoredState]:
+    """Empty each table; ``empty_start``: no checkpoint is restored at all (said at info level, not as a warning)."""
     restored = []
     for stage, state, url in tables:
         fence(f"empty state {stage}/{state}")
-        restored.append(_empty_table(spark, stage, state, url))
+        restored.append(_empty_table(spark, stage, state, url, empty_start=empty_start))
     return restored
 
 
@@ -333,11 +334,14 @@ def _set_properties(spark: Any, path: str, wanted: Mapping[str, str], current: M
         spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ({keys})")
 
 
-def _empty_table(spark: Any, stage: str, state: str, table_url: str) -> RestoredState:
+def _empty_table(spark: Any, stage: str, state: str, table_url: str, *, empty_start: bool = False) -> RestoredState:
     """Delete every row (state the checkpoint does not hold starts empty); history is kept."""
     from delta.tables import DeltaTable
 
-    log.warning("state %s/%s is not in the restored checkpoint: emptying its working table %s", stage, state, table_url)
+    if empty_start:  # the usual start over after a first run that died or failed: nothing unexpected
+        log.info("state %s/%s starts empty: emptying its working table %s", stage, state, table_url)
+    else:
+        log.warning("state %s/%s is not in the restored checkpoint: emptying its working table %s", stage, state, table_url)
     DeltaTable.forPath(spark, to_spark(table_url)).delete()
     return RestoredState(
         stage=stage, state=state, action=RestoreAction.EMPTIED, working_path=to_spark(table_url),
@@ -408,7 +412,7 @@ def _options(
 def _start_empty(spark: Any, options: RestoreOptions, parallelism: int | None, fence: Fence) -> RestoreResult:
     """Nothing was ever completed: every existing working table is emptied (a crashed first run's writes)."""
     log.info("no checkpoint was ever completed: starting from empty state")
-    states = _empty_tables(spark, _existing_tables(options), fence)
+    states = _empty_tables(spark, _existing_tables(options), fence, empty_start=True)
     return RestoreResult(checkpoint_id=None, epoch=None, parallelism=parallelism, states=tuple(states))
 
 

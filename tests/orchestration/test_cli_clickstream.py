@@ -108,6 +108,8 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
         table = next(h["table_path"] for h in inspected["handles"] if (h["stage"], h["state"]) == (stage, state))
         assert _as_printed(rows) == _as_printed(r.asDict(recursive=True) for r in spark.read.format("delta").load(table).collect())
     assert len(_ok(_epochal(deployment, "state", "read", "dedupe", "seen", "--limit", "5", env=NO_JVM))["rows"]) == 5
+    typo = _epochal(deployment, "state", "read", "dedupe", "seenx", env=NO_JVM)  # says what the stage declares
+    assert typo.returncode == 1 and "no state dedupe/seenx at " in typo.stderr and "stage 'dedupe' declares: seen" in typo.stderr
     at = _ok(_epochal(deployment, "state", "read", "dedupe", "seen", "--checkpoint", str(listed[0]["id"]), env=NO_JVM))
     seen = next(h for h in _ok(_epochal(deployment, "checkpoints", "inspect", str(listed[0]["id"]), env=NO_JVM))["handles"]
                 if (h["stage"], h["state"]) == ("dedupe", "seen"))
