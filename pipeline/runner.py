@@ -123,21 +123,8 @@ class EpochRunner:
         if position is None and progress.clean and report.restored is None and self.d.coordinator.store.latest() is None:
             refuse_written_sinks(self.d.sinks, self.d.storage.base_url)  # never start from empty state silently
         if from_ is not None:
-            first = self.d.partitioning.epoch(from_)
-            if recovered_by_backfill or (position is not None and first <= position):
-                if not recovered_by_backfill:
-                    report.restored = self.restore_before(first)
-                restored_epoch = report.restored.epoch
-                # A checkpoint older than from_ - 1 (interval > 1, or a savepoint): replay up to from_ too.
-                first = 0 if restored_epoch is None else min(first, restored_epoch + 1)
-                replan = True
-            elif first > (position + 1 if position is not None else 0):
-                expected = self.d.partitioning.key(position + 1 if position is not None else 0)
-                raise PipelineError(
-                    f"cannot start at {from_}: the state is at "
-                    f"{self.d.partitioning.key(position) if position is not None else 'the beginning'}; "
-                    f"run from {expected} first (epochs run in order)"
-                )
+            first, backfill = self._backfill_start(from_, position, report, recovered_by_backfill)
+            replan = replan or backfill
         else:
             first = (position + 1) if position is not None else 0
         last = self._last_epoch(to, now)
@@ -163,6 +150,24 @@ class EpochRunner:
             self._announced_last = None  # reached: the next run announces its own
         report.jit = driver_jit(self.d.spark)
         return report
+
+    def _backfill_start(self, from_: str, position: int | None, report: RunReport, recovered: bool) -> tuple[int, bool]:
+        """The first epoch of a run ``--from``, and whether it is a backfill (then restored first, into ``report``)."""
+        first = self.d.partitioning.epoch(from_)
+        if recovered or (position is not None and first <= position):
+            if not recovered:
+                report.restored = self.restore_before(first)
+            restored_epoch = report.restored.epoch
+            # A checkpoint older than from_ - 1 (interval > 1, or a savepoint): replay up to from_ too.
+            return (0 if restored_epoch is None else min(first, restored_epoch + 1)), True
+        if first > (position + 1 if position is not None else 0):
+            expected = self.d.partitioning.key(position + 1 if position is not None else 0)
+            raise PipelineError(
+                f"cannot start at {from_}: the state is at "
+                f"{self.d.partitioning.key(position) if position is not None else 'the beginning'}; "
+                f"run from {expected} first (epochs run in order)"
+            )
+        return first, False
 
     def expect_run(self, *, to: str | None = None, now: datetime | None = None, from_: str | None = None) -> None:
         """Start a session not started yet for this run (``spark.jit: auto``): tell it how long the run is, the
