@@ -82,6 +82,10 @@ class SourceNotFoundError(PipelineError):
     """A source's landing folder does not exist (a configuration mistake: nothing would ever be read)."""
 
 
+class UnreadFilesError(PipelineError):
+    """An epoch's input folder holds files its source would not read, and none it would (nothing would be read)."""
+
+
 class ConcurrentRunError(PipelineError):
     """Another run holds this deployment's lease."""
 

@@ -8,12 +8,15 @@ have landed since. A backfill re-plans on purpose.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 import fsspec
 
-from epochal.pipeline.errors import InputChangedError, SourceNotFoundError
+log = logging.getLogger("epochal.sources")
+
+from epochal.pipeline.errors import InputChangedError, SourceNotFoundError, UnreadFilesError
 from epochal.pipeline.stage import EpochInfo
 
 
@@ -43,15 +46,32 @@ class Source(Protocol):
 
 @dataclass(frozen=True)
 class HourlyFolderSource:
-    """Files under ``<landing>/dt=YYYY-MM-DD/hour=HH/*.jsonl`` of the epoch's window."""
+    """Files under ``<landing>/dt=YYYY-MM-DD/hour=HH/`` of the epoch's window whose name matches ``pattern``.
+
+    An hour folder holding files but none that match (``part-0.json`` for ``*.jsonl``) fails the plan, naming them:
+    the epoch would be empty and done, and those files never read. Files that do not match beside files that do
+    are not read, and a warning names them."""
 
     name: str
     landing: str
+    #: The file names read (``fnmatch``, case-sensitive): ``"*.csv"``, ``"*"``...
+    pattern: str = "*.jsonl"
 
     def plan(self, info: EpochInfo) -> SourceBatch:
-        from epochal.pipeline.examples.clickstream.layout import partition_files
+        from epochal.pipeline.examples.clickstream.layout import partition_listing
 
-        files = tuple(partition_files(self.landing, info.partition))
+        found, ignored = partition_listing(self.landing, info.partition, self.pattern)
+        files = tuple(found)
+        if ignored and not files:
+            raise UnreadFilesError(
+                f"source {self.name!r}, partition {info.partition}: {len(ignored)} file(s) that do not match "
+                f"{self.pattern!r} and none that do, e.g. {ignored[0]}",
+                action="give HourlyFolderSource the pattern of these files (pattern=), or move them",
+                source=self.name, partition=info.partition, files=ignored,
+            )
+        if ignored:
+            log.warning("source %r, partition %s: %d file(s) not matching %r are not read: %s", self.name,
+                        info.partition, len(ignored), self.pattern, ", ".join(ignored[:5]))
         if not files:
             self.check()
         return SourceBatch(
@@ -75,7 +95,10 @@ class HourlyFolderSource:
 
     def input_bytes(self, info: EpochInfo) -> int | None:
         """The bytes of the partition's files as they are now (None when one is gone while listed)."""
-        sizes = [(fingerprint(f) or {}).get("size") for f in self.plan(info).files]  # plan: a listing, no state
+        from epochal.pipeline.examples.clickstream.layout import partition_listing
+
+        files = partition_listing(self.landing, info.partition, self.pattern)[0]  # a listing: no plan, no state
+        sizes = [(fingerprint(f) or {}).get("size") for f in files]
         return None if None in sizes else sum(int(s) for s in sizes)
 
 

@@ -212,3 +212,33 @@ def test_an_upsert_key_that_is_not_a_column_of_the_sink_fails_when_the_pipeline_
     with pytest.raises(ValueError, match=re.escape("sink 'users': key(s) ['usr'] are not columns of its schema ['user', 'total']")):
         SinkSpec("users", "shop.users", SinkMode.UPSERT, schema, keys=("usr",))
     assert SinkSpec("users", "shop.users", SinkMode.UPSERT, schema, keys=("user",)).keys == ("user",)
+
+
+def test_an_hour_folder_whose_files_the_source_would_not_read_fails_its_plan_and_pattern_reads_them(tmp_path):
+    """``part-0.json`` (or ``.csv``) in an hour folder of a source reading ``*.jsonl`` made an empty epoch, done for
+    good: those files were never read. Now the plan fails naming them; ``pattern=`` reads them; a file that does not
+    match beside files that do is named in a warning; ``_SUCCESS`` and dot files are never data."""
+    from datetime import datetime, timezone
+
+    from epochal import HourlyFolderSource
+    from epochal.config import Granularity
+    from epochal.pipeline.errors import UnreadFilesError
+    from epochal.pipeline.partitions import Partitioning
+
+    hours = Partitioning(datetime(2026, 11, 1, tzinfo=timezone.utc), Granularity.HOURLY)
+    landing = tmp_path / "landing"
+    for hour, names in ((0, ["part-0.json", "_SUCCESS"]), (1, ["part-0.jsonl", "notes.txt", ".part-1.jsonl.crc"])):
+        folder = landing / "dt=2026-11-01" / f"hour={hour:02d}"
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / name).write_text('{"key": "a", "n": 1}\n')
+    source = HourlyFolderSource("landing", str(landing))
+    with pytest.raises(UnreadFilesError, match=re.escape(
+            "source 'landing', partition 2026-11-01-00:00: 1 file(s) that do not match '*.jsonl' and none that do, "
+            f"e.g. {landing}/dt=2026-11-01/hour=00/part-0.json")):
+        source.plan(hours.info(0))
+    assert [Path(f).name for f in HourlyFolderSource("landing", str(landing), pattern="*.json").plan(hours.info(0)).files] == ["part-0.json"]
+    assert [Path(f).name for f in source.plan(hours.info(1)).files] == ["part-0.jsonl"]  # notes.txt: a warning
+    assert [Path(f).name for f in HourlyFolderSource("landing", str(landing), pattern="*").plan(hours.info(1)).files] == [
+        "notes.txt", "part-0.jsonl"]
+    assert source.plan(hours.info(2)).files == ()  # an hour without a folder: an empty epoch

@@ -8,6 +8,7 @@ where the folder is the UTC hour the file was delivered in.
 
 from __future__ import annotations
 
+import fnmatch
 from datetime import datetime, timedelta, timezone
 
 import fsspec
@@ -62,13 +63,29 @@ def partition_files(landing: str, key: str) -> list[str]:
     A plain local path gives absolute local paths; an fsspec URL (``file://``,
     ``s3://``, ``memory://``...) gives URLs with the same protocol.
     """
+    return partition_listing(landing, key)[0]
+
+
+def partition_listing(landing: str, key: str, pattern: str = "*.jsonl") -> tuple[list[str], list[str]]:
+    """The files of a partition's hour folders whose name matches ``pattern`` (sorted, as
+    :func:`partition_files` gives them), and the others there, which are not read (names starting
+    with ``.`` or ``_``, such as ``_SUCCESS`` or a ``.crc``, are neither, whatever the pattern)."""
     fs, root = fsspec.core.url_to_fs(landing)
     keep_protocol = "://" in landing
     found: list[str] = []
+    ignored: list[str] = []
     for hour_start in hours_of(key):
-        pattern = f"{hour_dir(root, hour_start)}/*.jsonl"
-        found.extend(sorted(fs.glob(pattern)))
-    return [fs.unstrip_protocol(p) if keep_protocol else p for p in found]
+        try:
+            paths = sorted(fs.ls(hour_dir(root, hour_start), detail=False))
+        except FileNotFoundError:  # an hour without a folder: no files
+            continue
+        for path in paths:
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+            if name.startswith((".", "_")):  # never data, as for Spark's own listings
+                continue
+            (found if fnmatch.fnmatchcase(name, pattern) else ignored).append(path)
+    form = (lambda p: fs.unstrip_protocol(p)) if keep_protocol else (lambda p: p)
+    return [form(p) for p in found], [form(p) for p in ignored]
 
 
 def _utc(moment: datetime) -> datetime:
