@@ -167,9 +167,16 @@ An epochal pipeline. `{name}/pipeline.py` holds its stages; `epochal.yaml` runs 
 
 ```sh
 pip install -e '.[test]'      # or: export PYTHONPATH=$PWD
-epochal run --config epochal.yaml
+mkdir -p data/landing/dt=2026-11-01/hour=00
+echo '{{"key": "a", "n": 1}}' > data/landing/dt=2026-11-01/hour=00/part-0000.jsonl
+epochal run --to 2026-11-01-00:00 --config epochal.yaml    # one epoch: the hour 00:00-01:00 of 2026-11-01
+epochal checkpoints list --config epochal.yaml
 pytest
 ```
+
+Input is JSON lines in hourly folders, `data/landing/dt=YYYY-MM-DD/hour=HH/*.jsonl`, one epoch per hour from
+`partitions.start`. `epochal run` without `--to` runs every hour up to the last one that has ended, an empty
+epoch for an hour without a folder: move `partitions.start` to where your data begins.
 """
 
 

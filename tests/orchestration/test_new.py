@@ -59,3 +59,21 @@ def test_the_starter_packages_own_test_passes(tmp_path):
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "1 passed" in run.stdout
+
+
+@pytest.mark.slow
+def test_the_starter_readme_commands_run_one_epoch(tmp_path):
+    """The starter's README, as a user follows it: a line of input, one epoch, the checkpoint listed."""
+    project = tmp_path / "acme"
+    assert subprocess.run([EPOCHAL, "new", "acme_totals", "--dir", str(project)], capture_output=True).returncode == 0
+    readme = (project / "README.md").read_text()
+    commands = readme.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    shell = [line for line in commands if line.split()[0] in ("mkdir", "echo", "epochal")]
+    assert [line.split()[0] for line in shell] == ["mkdir", "echo", "epochal", "epochal"], shell
+    env = {**os.environ, "PYTHONPATH": str(project), "PATH": f"{Path(EPOCHAL).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(shell)], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    epoch, listed = done.stdout.split("\nid ", 1)
+    assert "2026-11-01-00:00" in epoch and "totals 1, quarantine 0" in epoch
+    assert "checkpoint  retained      0  2026-11-01-00:00" in listed
