@@ -18,8 +18,8 @@ partitions page, GraphQL. The run:
   position when that lies inside the range, instead of replaying what was done
   (all of it done: the range is replayed, as a new backfill would).
 
-Each epoch's asset-check results are logged as events too, but the last epoch's
-are yielded at the end: Dagster requires the op's check outputs.
+Each epoch's asset-check results are logged as evaluations of its partition as it ends; the op's check
+outputs, which Dagster requires, follow at the end without results of their own.
 """
 
 from __future__ import annotations
@@ -42,26 +42,32 @@ class RangeReporter:
     def __init__(self, context: dg.AssetExecutionContext, d, keys: Sequence[str]) -> None:
         self.context, self.d, self.keys = context, d, list(keys)
         self.done: list[str] = []
-        self.pending: list[dg.AssetCheckResult] = []
         self.tags = {CODE_VERSION_TAG: code_version(d.pipeline)}
 
     def __call__(self, report) -> None:
         checkpoint_s = checkpoint_duration(self.d, report)  # one read of the statistics for both uses
-        for asset_key, meta in asset_metadata(self.d, report, checkpoint_s):
-            self.context.log_event(dg.AssetMaterialization(asset_key, partition=report.partition, metadata=meta, tags=self.tags))
-        self.flush_checks()
-        self.pending = list(check_results(self.d, report))
+        log_epoch(self.context, self.d, report, checkpoint_s, self.tags)
         self.done.append(report.partition)
         self.context.log.info(progress_line(report, self.keys, checkpoint_s))
 
-    def flush_checks(self) -> None:
-        """Log the held check results as events (the last epoch's are yielded, as the op's check outputs)."""
-        for result in self.pending:
-            self.context.log_event(dg.AssetCheckEvaluation(
-                asset_key=dg.AssetKey(CHECKPOINT), check_name=result.check_name, passed=result.passed,
-                metadata=result.metadata, severity=result.severity, description=result.description,
-            ))
-        self.pending = []
+
+def log_epoch(context, d, report, checkpoint_s: float | None, tags: dict[str, str] | None = None) -> None:
+    """One finished epoch as events of its partition: every asset's materialization, then its check results."""
+    for asset_key, meta in asset_metadata(d, report, checkpoint_s):
+        context.log_event(dg.AssetMaterialization(asset_key, partition=report.partition, metadata=meta, tags=tags))
+    for result in check_results(d, report):
+        context.log_event(dg.AssetCheckEvaluation(
+            asset_key=dg.AssetKey(CHECKPOINT), check_name=result.check_name, passed=result.passed,
+            metadata=result.metadata, severity=result.severity, description=result.description,
+            partition=report.partition,
+        ))
+
+
+def check_outputs(context: dg.AssetExecutionContext):
+    """The op's check outputs, as Dagster requires them: their results were logged per partition as each epoch
+    ended (an ``AssetCheckResult`` yielded by a run over a range would name no partition)."""
+    for name in context.assets_def.check_specs_by_output_name:
+        yield dg.Output(None, output_name=name)
 
 
 def progress_line(report, keys: Sequence[str], checkpoint_s: float | None) -> str:

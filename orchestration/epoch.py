@@ -28,7 +28,9 @@ from typing import Any, Iterator, Mapping
 import dagster as dg
 
 from epochal.orchestration.assets import CHECKPOINT
-from epochal.orchestration.backfill import BACKFILL_TAG, PARENT_RUN_TAG, RangeReporter, missing, progress_line, run_range
+from epochal.orchestration.backfill import (
+    BACKFILL_TAG, PARENT_RUN_TAG, RangeReporter, check_outputs, log_epoch, missing, progress_line, run_range,
+)
 from epochal.orchestration.metadata import restore_metadata
 from epochal.orchestration.report import asset_metadata, check_results, checkpoint_duration
 from epochal.orchestration.resources import EpochalResource
@@ -68,6 +70,8 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
 
     def on_epoch(done) -> None:
         durations[done.epoch] = checkpoint_duration(d, done)
+        if done.partition != key:  # a catch-up epoch: reported as it ends (if the run dies later, it stays)
+            log_epoch(context, d, done, durations[done.epoch])
         context.log.info(progress_line(done, keys, durations[done.epoch]))
 
     runner.on_epoch = on_epoch
@@ -82,13 +86,7 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
         raise
     if report.restored is not None:
         _record_restore(context, d, report.restored, key)
-    target = None
-    for epoch_report in report.epochs:
-        if epoch_report.partition == key:
-            target = epoch_report
-        else:
-            for asset_key, meta in asset_metadata(d, epoch_report, durations.get(epoch_report.epoch)):
-                context.log_event(dg.AssetMaterialization(asset_key, partition=epoch_report.partition, metadata=meta))
+    target = next((e for e in report.epochs if e.partition == key), None)
     if target is None:
         raise dg.Failure(description=f"partition {key} did not run (state at {position})")
     for asset_key, meta in asset_metadata(d, target, durations.get(target.epoch)):
@@ -111,7 +109,6 @@ def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline
     try:
         report = run_range(runner, keys, position, context.run.tags)
     except BaseException as exc:
-        reporter.flush_checks()
         if saved is not None:
             _put_back_failure(d, saved)
         if isinstance(exc, (PipelineError, EpochalStateError)):
@@ -124,7 +121,7 @@ def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline
     last = d.partitioning.epoch(keys[-1])
     if position is not None and position > last:
         mark_out_of_date(context, d, range(last + 1, position + 1), f"rewound by the backfill of {keys[0]}..{keys[-1]}")
-    yield from reporter.pending
+    yield from check_outputs(context)
 
 
 def _run(runner, key: str, epoch: int, position: int | None, *, backfill: bool):

@@ -56,9 +56,16 @@ def test_a_backfill_range_in_one_run_reports_every_epoch_on_its_own(deployment, 
         epochs = [mats["checkpoint"][k].metadata["epoch"].value for k in KEYS]
         ids = [mats["checkpoint"][k].metadata["checkpoint_id"].value for k in KEYS]
         assert epochs == [0, 1, 2] and ids == sorted(set(ids))
-        checks = [(e.asset_check_evaluation_data.check_name, e.asset_check_evaluation_data.passed)
+        checks = [(e.asset_check_evaluation_data.check_name, e.asset_check_evaluation_data.passed,
+                   e.asset_check_evaluation_data.partition)
                   for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-        assert sorted(checks) == sorted([("checkpoint_complete", True), ("state_consistent", True)] * 3)
+        assert sorted(checks) == sorted((name, True, k) for name in ("checkpoint_complete", "state_consistent") for k in KEYS)
+        # Each partition's check executions are its own (the UI's check history): none skipped, none without one.
+        for name in ("checkpoint_complete", "state_consistent"):
+            key = dg.AssetCheckKey(dg.AssetKey("checkpoint"), name)
+            records = [r for r in instance.event_log_storage.get_asset_check_execution_history(key, limit=20)
+                       if r.run_id == result.run_id]
+            assert sorted((r.partition, r.status.value) for r in records) == [(k, "SUCCEEDED") for k in KEYS], name
         assert _progress(instance, result.run_id) == [(i + 1, 3, k, ids[i]) for i, k in enumerate(KEYS)]
         # The state was past the range's start: the backfill restored first (empty state: the first partition).
         restores = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"

@@ -286,3 +286,37 @@ def test_a_run_out_of_order_fails_with_the_partition_to_run_first(deployment):
     assert result.success
     epochs = sorted(m.partition for m in _materializations(result)["checkpoint"])
     assert epochs == [KEYS[1], KEYS[2]]
+
+
+def test_a_catch_up_epoch_is_reported_as_it_ends_with_its_checks_even_when_the_run_dies_after_it(deployment, monkeypatch):
+    """A run for a partition past the next one runs the epochs before it first (a schedule that missed windows).
+    Each is reported as it ends, its check results as evaluations of its own partition: the run that dies at the
+    last epoch leaves the one it finished materialized (found from outside: it was reported at the run's end,
+    so a killed run left it unmaterialized for good, and its checks were never reported)."""
+    from epochal.pipeline.runner import EpochRunner
+
+    defs, _ = deployment
+    original = EpochRunner.run_epoch
+
+    def dies_at_the_third_epoch(self, epoch, **kwargs):
+        if epoch == 2:
+            raise RuntimeError("executor lost (test)")
+        return original(self, epoch, **kwargs)
+
+    with dg.instance_for_test() as instance:
+        _run(defs, instance, KEYS[0])
+        monkeypatch.setattr(EpochRunner, "run_epoch", dies_at_the_third_epoch)
+        died = defs.resolve_job_def("toy_epochs").execute_in_process(partition_key=KEYS[2], instance=instance, raise_on_error=False)
+        assert not died.success
+        materialized = [e.dagster_event.event_specific_data.materialization  # as the instance stored them
+                        for e in instance.all_logs(died.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)]
+        assert sorted(m.partition for m in materialized if m.asset_key.to_user_string() == "checkpoint") == [KEYS[1]]
+        evaluations = [e.dagster_event.event_specific_data
+                       for e in instance.all_logs(died.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)]
+        checks = sorted((c.check_name, c.partition, c.passed) for c in evaluations)
+        assert checks == [("checkpoint_complete", KEYS[1], True), ("state_consistent", KEYS[1], True)]
+        monkeypatch.setattr(EpochRunner, "run_epoch", original)
+        again = defs.resolve_job_def("toy_epochs").execute_in_process(partition_key=KEYS[2], instance=instance)
+    partitions = {(e.asset_check_evaluation_data.check_name, e.asset_check_evaluation_data.partition)
+                  for e in again.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert partitions == {("checkpoint_complete", KEYS[2]), ("state_consistent", KEYS[2])}  # its own partition too
