@@ -157,7 +157,7 @@ def _choose_pointer(catalog: _Catalog, pointer: str | int, options: RestoreOptio
         return _Chosen(str(pointer), plan_restore(metadata, where, options))
     except FALLBACK_ERRORS as exc:
         what = f"Checkpoint {pointer}" if isinstance(pointer, int) or str(pointer).isdigit() else f"Savepoint {pointer!r}"
-        at = "" if where == str(pointer) else f" ({where})"
+        at = "" if where == str(pointer) or where in exc.message else f" ({where})"  # the path said once
         raise CheckpointNotRestorable(
             f"{what}{at} cannot be restored: {exc.message}",
             action=f"restore another checkpoint or a savepoint ({_LIST}); "

@@ -30,7 +30,7 @@ def test_latest_falls_back_past_unusable_checkpoints_and_never_starts_empty(spar
     assert (result.checkpoint_id, [s.checkpoint_id for s in result.skipped]) == (2, [3])
     assert h.totals() == h.expected_content(2).totals
 
-    with pytest.raises(CheckpointNotRestorable, match=r"Checkpoint 3 \(.*chk-3/_metadata\) cannot be restored.*corrupt"):
+    with pytest.raises(CheckpointNotRestorable, match=r"Checkpoint 3 cannot be restored: .*chk-3/_metadata.*corrupt"):
         h.restore(3)
 
     entry1, entry2 = h.store.get(1), h.store.get(2)
