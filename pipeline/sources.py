@@ -14,10 +14,10 @@ from typing import Any, Protocol, Sequence
 
 import fsspec
 
-log = logging.getLogger("epochal.sources")
-
 from epochal.pipeline.errors import InputChangedError, SourceNotFoundError, UnreadFilesError
 from epochal.pipeline.stage import EpochInfo
+
+log = logging.getLogger("epochal.sources")
 
 
 @dataclass(frozen=True)
