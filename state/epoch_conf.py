@@ -3,7 +3,7 @@
 An epoch's data (the bytes its sources planned plus the state at the last checkpoint) chooses how Spark
 evaluates and joins (:func:`code_generation`, :func:`join_strategy`); a run's last epoch writes Delta's
 checksum files (:func:`checksum_files`). A key the configuration's ``spark.conf`` sets itself is left alone,
-and each yields what the epoch ran with, for its report (README.md, Performance).
+and each yields what the epoch ran with, for its report (docs/performance.md).
 """
 
 from __future__ import annotations

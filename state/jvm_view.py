@@ -6,7 +6,7 @@ PySpark names JVM classes and their static methods afresh on every call: each ``
 trip of its own. Each is a py4j round trip to the gateway, and a class the JVM does not find at once (a short
 name tried against each of the view's imports, a package tried as a class) is a search of every jar on the
 class path. An epoch of the orders example made some 2,500 of them, six epochs 15,000 (3.9 s of the
-driver's time, README.md, Performance).
+driver's time, docs/performance.md).
 
 A class does not change while its JVM runs, nor does a static method stop being one, so :func:`remember`
 makes the session's view keep what it found: classes by name on the view, on their package, static methods

@@ -44,7 +44,7 @@ SESSION_DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     # Epochs are small and shuffle partitions are already sized to the cores: adaptive execution's
     # re-planning of every query stage cost more than it saved (a warm 60-event epoch of the example
-    # 16.6 s with it, 14.5 s without; README.md, Performance). Epochs of millions of rows may want it back
+    # 16.6 s with it, 14.5 s without; docs/performance.md). Epochs of millions of rows may want it back
     # (spark.conf: {spark.sql.adaptive.enabled: "true"}), as Structured Streaming turns it off too.
     "spark.sql.adaptive.enabled": "false",
     # The Spark UI's plan text for every SQL execution, in its cheapest form (default: formatted).
@@ -59,7 +59,7 @@ SESSION_DEFAULTS = {
     "spark.pyspark.driver.python": sys.executable,
     "spark.databricks.delta.retentionDurationCheck.enabled": "false",
     # Delta's version checksum file (.crc) after every commit: one more file written and renamed per commit,
-    # and warm epochs were faster without it in seven alternating rounds of nine (README.md, Performance).
+    # and warm epochs were faster without it in seven alternating rounds of nine (docs/performance.md).
     # A run's last epoch writes them (epoch_conf.checksum_files): the versions the next process opens first.
     CHECKSUM_FILES: "false",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
@@ -82,7 +82,7 @@ SHORT_RUN_EPOCHS = 2
 #: work (planning, Delta's log) that C2 would compile for and never repay. Three to eight epochs of 40 events
 #: (12 KB) each in a fresh process, C1 alone against tiered: 31.7/32.5 s (3), 50.8/53.9 s (6), 63.7/63.9 s (8)
 #: on a quiet machine, with a third less CPU (36/53, 58/84, 72/98 CPU-seconds: the test suite's two workers
-#: share two cores); at 5k events (760 KB) an epoch, tiered is faster from the third (README.md, Performance).
+#: share two cores); at 5k events (760 KB) an epoch, tiered is faster from the third (docs/performance.md).
 TINY_RUN_EPOCHS = 8
 TINY_RUN_INPUT_BYTES = 1024 * 1024
 
@@ -91,8 +91,8 @@ def is_short_run(settings: SparkSettings, epochs: int, state_bytes: int, input_b
     """Whether ``spark.jit: auto`` starts the driver with the quick compiler for a run of ``epochs`` epochs.
 
     In a fresh JVM, C2 (the optimizing compiler) spends more CPU than the epoch itself: an epoch of the
-    example at 5k events used 24 s of C2 time and 15 s on the driver's main thread, on two cores (README.md,
-    Performance). C1 alone compiles a fraction of that and makes the first epoch and the start faster, but
+    example at 5k events used 24 s of C2 time and 15 s on the driver's main thread, on two cores
+    (docs/performance.md). C1 alone compiles a fraction of that and makes the first epoch and the start faster, but
     its code is slower once warm: from the third epoch on, and for large data, tiered compilation wins, unless
     the run's input is known to be tiny (``input_bytes``, the sources' files of all its epochs: see
     :data:`TINY_RUN_INPUT_BYTES`), when it takes up to :data:`TINY_RUN_EPOCHS`.
@@ -116,7 +116,7 @@ def _driver_option(conf: Mapping[str, str], option: str) -> dict[str, str]:
 
 #: HotSpot's throughput collector (``spark.gc: parallel``). A warm epoch of the example at 5k events spent some
 #: 6 s of CPU in G1's concurrent marking and GC threads, and its driver thread paid G1's write barriers: with
-#: this one its JVM used 26-30 s of CPU instead of 36, and the epoch took 19 s instead of 24 (README.md, Performance).
+#: this one its JVM used 26-30 s of CPU instead of 36, and the epoch took 19 s instead of 24 (docs/performance.md).
 PARALLEL_GC = "-XX:+UseParallelGC"
 #: Where else a collector can be chosen: the JVM refuses to start with two.
 _COLLECTOR = re.compile(r"-XX:\+Use\w+GC\b")

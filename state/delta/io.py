@@ -25,7 +25,7 @@ LONG_RETENTION = "interval 36500 days"
 # savepoints and sinks are written without it.
 # A Delta checkpoint every 100 commits, not 10: a state table takes one commit an epoch, and Delta writes its
 # checkpoint inside the commit that reaches the interval (a parquet write and a state reconstruction, 1-2 s of
-# driver time a table): with 10, every tenth epoch of the example paid 8-14 s more (README.md, Performance).
+# driver time a table): with 10, every tenth epoch of the example paid 8-14 s more (docs/performance.md).
 # Readers lose little: epochal's own replay reads each commit file once a process (state/delta/log.py). A session
 # that names Delta's own default for new tables (spark.databricks.delta.properties.defaults.checkpointInterval)
 # gets that instead: see state_table_properties.
@@ -253,7 +253,7 @@ def read_files(spark, path: str, version: int, *, log=None, snapshot=None):
     reads them right (deletion vectors, column mapping, partition columns, other reader features).
 
     Reading a version through Delta (``versionAsOf``) builds a snapshot of it: a few Spark jobs and their planning
-    on the driver, even for a table of one file (README.md, Performance). The log replay here is metadata read with
+    on the driver, even for a table of one file (docs/performance.md). The log replay here is metadata read with
     fsspec; the files of a version never change, so the frame is pinned to it.
     """
     from epochal.state.delta.log import DeltaLog

@@ -9,7 +9,7 @@ commits the same overwrite through Delta's transaction API instead: ``startTrans
 NULL invariants, row tracking), and ``commit`` of the new files plus one ``remove`` per live file of the replayed
 version (deletion vector included, so a file a MERGE marked is removed as Delta identifies it). The log shows a
 ``WRITE`` in mode ``Overwrite``, as before. A 20-row table: 0.78 s a write against 1.60 s, both averaged over
-40 writes including Delta's checkpoint every tenth commit (README.md, Performance).
+40 writes including Delta's checkpoint every tenth commit (docs/performance.md).
 
 A caller that rewrote the table to apply an upsert (a small upsert sink, :mod:`epochal.pipeline.sink_rewrite`)
 commits it as what it is, a ``MERGE`` (:func:`merge_operation`): its predicate and clauses, and the metrics Delta's

@@ -1,4 +1,4 @@
-"""``spark.gc``: the driver JVM's garbage collector, chosen before it starts (README.md, Performance)."""
+"""``spark.gc``: the driver JVM's garbage collector, chosen before it starts (docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``spark.jit``: which compilers the driver's JVM runs, chosen before it starts.
 
 A fresh JVM's optimizing compiler (C2) spends more CPU in a small epoch than the epoch itself; C1 alone ends
-a run of one or two small epochs sooner, tiered compilation is faster after that (README.md, Performance).
+a run of one or two small epochs sooner, tiered compilation is faster after that (docs/performance.md).
 The CLI's and Dagster's runs say how long they are before Spark starts (``tests/orchestration/
 test_cli_clickstream.py`` and ``tests/pipeline/test_user_pipeline.py`` check ``jit`` in the run's report).
 """
