@@ -112,9 +112,7 @@ class EpochRunner:
         """
         if (failure := self.d.coordinator.pipeline_failure) is not None:
             raise PipelineFailedError(str(failure))
-        if from_ is not None:
-            self.d.partitioning.epoch(from_)
-        self._last_epoch(to, now)  # a bad key, or a window still open: refused before any work or JVM
+        self._check_range(from_, to, now)  # refused before any work or JVM
         self.expect_run(to=to, now=now, from_=from_)
         report = RunReport()
         report.restored, recovered_by_backfill = self.recovery.before_run(from_)
@@ -151,6 +149,27 @@ class EpochRunner:
         report.jit = driver_jit(self.d.spark)
         return report
 
+    def _check_range(self, from_: str | None, to: str | None, now: datetime | None) -> None:
+        """Refuse a bad key, a window still open, a ``to`` before ``from_`` (it rewound the state and the sinks to
+        ``from_`` and ran nothing) and a ``from_`` past the state's next epoch, before any work or JVM."""
+        last = self._last_epoch(to, now)
+        if from_ is None:
+            return
+        first = self.d.partitioning.epoch(from_)
+        if to is not None and last < first:
+            raise PartitionKeyError(f"--to {to} is before --from {from_}: a run goes forward, from --from to --to")
+        self._refuse_gap(from_, first, self.d.progress.load().last_done_epoch)
+
+    def _refuse_gap(self, from_: str, first: int, position: int | None) -> None:
+        """A run cannot start past the state's next epoch (a recovery only moves the state back)."""
+        if first > (position + 1 if position is not None else 0):
+            expected = self.d.partitioning.key(position + 1 if position is not None else 0)
+            raise PipelineError(
+                f"cannot start at {from_}: the state is at "
+                f"{self.d.partitioning.key(position) if position is not None else 'the beginning'}; "
+                f"run from {expected} first (epochs run in order)"
+            )
+
     def _backfill_start(self, from_: str, position: int | None, report: RunReport, recovered: bool) -> tuple[int, bool]:
         """The first epoch of a run ``--from``, and whether it is a backfill (then restored first, into ``report``)."""
         first = self.d.partitioning.epoch(from_)
@@ -160,13 +179,7 @@ class EpochRunner:
             restored_epoch = report.restored.epoch
             # A checkpoint older than from_ - 1 (interval > 1, or a savepoint): replay up to from_ too.
             return (0 if restored_epoch is None else min(first, restored_epoch + 1)), True
-        if first > (position + 1 if position is not None else 0):
-            expected = self.d.partitioning.key(position + 1 if position is not None else 0)
-            raise PipelineError(
-                f"cannot start at {from_}: the state is at "
-                f"{self.d.partitioning.key(position) if position is not None else 'the beginning'}; "
-                f"run from {expected} first (epochs run in order)"
-            )
+        self._refuse_gap(from_, first, position)
         return first, False
 
     def expect_run(self, *, to: str | None = None, now: datetime | None = None, from_: str | None = None) -> None:

@@ -172,6 +172,28 @@ def test_a_partition_whose_window_has_not_closed_is_refused_before_any_work_and_
     assert not (tmp_path / "checkpoints" / "progress.json").exists()
 
 
+def test_a_range_backwards_or_past_the_state_is_refused_before_any_work_and_without_a_jvm(tmp_path):
+    """``run --from B --to A`` with A before B rewound the state and the sinks to B and ran nothing (exit 0, the
+    epochs after A gone); ``--from`` past the state's next epoch started Spark before it was refused."""
+    toy.write_hour(tmp_path / "landing", 0, [("a", 1)])
+    config = _config(tmp_path, tmp_path / "landing")
+    env = child_env({**os.environ, "JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ["PATH"]})
+    code = "import sys, tests.support.toy_pipeline as t; t.register(); from epochal.orchestration.cli import main; sys.exit(main(sys.argv[1:]))"
+    cases = {
+        ("--from", "2026-11-01-03:00", "--to", "2026-11-01-01:00"):
+            "epochal: error: --to 2026-11-01-01:00 is before --from 2026-11-01-03:00",
+        ("--from", "2026-11-01-03:00", "--to", "2026-11-01-05:00"):
+            "epochal: error: cannot start at 2026-11-01-03:00: the state is at the beginning; run from 2026-11-01-00:00 first",
+    }
+    for args, said in cases.items():
+        result = subprocess.run([sys.executable, "-c", code, "run", *args, "--config", str(config)],
+                                capture_output=True, text=True, timeout=300, env=env)
+        assert result.returncode == 1, result.stderr[-2000:]
+        assert said in result.stderr, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
+    assert not (tmp_path / "checkpoints" / "progress.json").exists()
+
+
 def test_a_backfill_of_one_partition_says_that_the_partitions_after_it_were_rewound(spark, tmp_path, toy_registered,
                                                                                    capsys):
     from epochal.orchestration.cli import main
