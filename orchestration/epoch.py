@@ -35,6 +35,7 @@ from epochal.orchestration.metadata import restore_metadata
 from epochal.orchestration.report import asset_metadata, check_results, checkpoint_duration
 from epochal.orchestration.resources import EpochalResource
 from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.partitions import PartitionKeyError, Partitioning
 from epochal.pipeline.recovery import Restored
 from epochal.state.checkpoint.failure import FailureState, StorageFailureStateRepository
 from epochal.state.errors import EpochalStateError
@@ -58,8 +59,26 @@ def operator_failure(exc: Exception, hint: str, **metadata: Any) -> dg.Failure:
     return dg.Failure(description=text, metadata=metadata)
 
 
+#: The run tags that name the partitions of a run: one partition, or a backfill's range.
+PARTITION_TAGS = ("dagster/partition", "dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
+
+
+def partition_keys(context: dg.AssetExecutionContext, epochal: EpochalResource) -> list[str]:
+    """The run's partition keys, its tags checked first: Dagster reads a key it does not offer leniently (a daily
+    run tagged ``2026-11-05-17:30`` ran 2026-11-06 and recorded its checks on the tag) or fails with a CheckError."""
+    partitioning = Partitioning.from_settings(epochal.settings().partitions)
+    for name in PARTITION_TAGS:
+        if (raw := context.run.tags.get(name)) is None:
+            continue
+        try:
+            partitioning.epoch(raw)
+        except PartitionKeyError as exc:
+            raise dg.Failure(description=f"run tag {name}={raw}: {exc}; nothing ran") from None
+    return list(context.partition_keys)
+
+
 def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *, pipeline_name: str) -> Iterator[Any]:
-    keys = list(context.partition_keys)
+    keys = partition_keys(context, epochal)
     if len(keys) > 1:
         yield from _run_partitions(context, epochal, keys, pipeline_name)
         return

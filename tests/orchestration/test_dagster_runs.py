@@ -288,6 +288,20 @@ def test_a_run_out_of_order_fails_with_the_partition_to_run_first(deployment):
     assert epochs == [KEYS[1], KEYS[2]]
 
 
+@pytest.mark.parametrize("tag", ["2026-11-01-00:30", "2026-10-31-23:00"])
+def test_a_run_tagged_with_a_partition_dagster_does_not_offer_fails_before_any_epoch(deployment, tag):
+    """Dagster reads a run's partition tag leniently (found from outside: a daily run tagged ``2026-11-05-17:30``
+    ran 2026-11-06 and recorded its checks on the tag) or fails with a CheckError and its traceback."""
+    defs, config = deployment
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("toy_epochs").execute_in_process(
+            instance=instance, tags={"dagster/partition": tag}, raise_on_error=False)
+    assert not result.success
+    assert _failure(result).startswith(f"run tag dagster/partition={tag}: "), _failure(result)
+    assert not result.get_asset_materialization_events()
+    assert not (Path(load_settings(config).checkpoints.dir) / "progress.json").exists()
+
+
 def test_a_catch_up_epoch_is_reported_as_it_ends_with_its_checks_even_when_the_run_dies_after_it(deployment, monkeypatch):
     """A run for a partition past the next one runs the epochs before it first (a schedule that missed windows).
     Each is reported as it ends, its check results as evaluations of its own partition: the run that dies at the
