@@ -32,6 +32,12 @@ class CrashAwareCoordinator(CheckpointCoordinator):
         return super()._commit(completed)
 
 
+def declared_states(pipeline: Pipeline) -> list[str]:
+    """Every state the pipeline's stages declare, as ``stage/state`` (a checkpoint handle's key)."""
+    return sorted(f"{stage.name}/{desc.name}" for stage in pipeline.stages
+                  for desc in [*stage.keyed_state, *stage.operator_state])
+
+
 class Deployment:
     """Everything one configured deployment needs: Spark, storage, coordinator, pipeline, sinks."""
 
@@ -47,7 +53,7 @@ class Deployment:
         self.storage = self.coordinator.storage
         self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock)
         self.coordinator.fence = self.fence  # the completion commit is fenced, and so is every write below
-        self.progress = ProgressStore(self.storage, self.fence)
+        self.progress = ProgressStore(self.storage, self.fence, declared_states(pipeline))
         self.shared_root = to_spark(self.storage.shared_url)
         self.parallelism = self._recorded_parallelism() or settings.spark.parallelism
         warehouse = to_spark(settings.warehouse)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from epochal.pipeline.errors import PipelineError
 from epochal.state.checkpoint.storage import CheckpointStorage
@@ -33,6 +33,9 @@ class Progress:
     restoring: dict[str, Any] | None = None
     #: The parallelism the pipeline runs with, once ``restore --parallelism`` changed it (None: the config's).
     parallelism: int | None = None
+    #: The states (``stage/state``) the pipeline declared when its last epoch or restore ended: the working tables
+    #: hold those (None: not recorded, a file from before it was).
+    states: tuple[str, ...] | None = None
 
     @property
     def clean(self) -> bool:
@@ -48,10 +51,11 @@ class Progress:
 
 
 class ProgressStore:
-    def __init__(self, storage: CheckpointStorage, fence: Fence = no_fence) -> None:
+    def __init__(self, storage: CheckpointStorage, fence: Fence = no_fence, states: Iterable[str] | None = None) -> None:
         self._storage = storage
         self._path = storage.child(PROGRESS_FILE)
         self._fence = fence
+        self._states = None if states is None else tuple(sorted(states))  # the pipeline's, recorded at each end
 
     def exists(self) -> bool:
         """False when no run ever started here, or the file was deleted."""
@@ -63,8 +67,11 @@ class ProgressStore:
         raw = self._storage.read(self._path)
         try:
             data = json.loads(raw)
+            states = data.get("states")
+            if states is not None and not (isinstance(states, list) and all(isinstance(s, str) for s in states)):
+                raise ValueError(f"states must be null or a list of names, got {states!r}")
             progress = Progress(data.get("last_done_epoch"), data.get("in_progress"), data.get("restoring"),
-                                data.get("parallelism"))
+                                data.get("parallelism"), None if states is None else tuple(states))
             epochs = (progress.last_done_epoch, progress.in_progress)
             if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in epochs):
                 raise ValueError(f"epochs must be null or integers >= 0, got {data}")
@@ -87,18 +94,19 @@ class ProgressStore:
 
     def start(self, epoch: int) -> None:
         current = self.load()
-        self.save(Progress(current.last_done_epoch, epoch, parallelism=current.parallelism))
+        self.save(Progress(current.last_done_epoch, epoch, parallelism=current.parallelism, states=current.states))
 
     def restoring(self, target: dict[str, Any], *, last_done_epoch: int | None) -> None:
         """Mark a restore as started (before it changes anything); :meth:`reset` ends it."""
         self.save(Progress(last_done_epoch, None, dict(target), self.recorded_parallelism()))
 
     def done(self, epoch: int) -> None:
-        self.save(Progress(epoch, None, parallelism=self.recorded_parallelism()))
+        self.save(Progress(epoch, None, parallelism=self.recorded_parallelism(), states=self._states))
 
     def reset(self, last_done_epoch: int | None, *, parallelism: int | None = None) -> None:
         """End a restore at ``last_done_epoch``; ``parallelism`` (a rescale) is kept from then on."""
-        self.save(Progress(last_done_epoch, None, parallelism=parallelism or self.recorded_parallelism()))
+        self.save(Progress(last_done_epoch, None, parallelism=parallelism or self.recorded_parallelism(),
+                           states=self._states))
 
     def recorded_parallelism(self) -> int | None:
         """The parallelism a restore set (None: the configuration's), also while the file is being rewritten."""

@@ -126,7 +126,7 @@ class Recovery:
             self.d.progress.restoring(target, last_done_epoch=position)
 
         result = restore_state(
-            self.d.spark, self.d.coordinator, pointer, targets=self._targets(),
+            self.d.spark, self.d.coordinator, pointer, targets=self.targets(),
             working_root=self.d.shared_root, parallelism=parallelism, max_epoch=max_epoch, before_changes=record,
             allow_non_restored_state=allow_non_restored_state, fence=self.d.fence,
         )
@@ -154,7 +154,8 @@ class Recovery:
             sink_gap=gap,
         )
 
-    def _targets(self):
+    def targets(self):
+        """The states the current code declares, each with its working table (a restore's targets)."""
         from epochal.state.recovery.restore import StateTarget
 
         targets = []
@@ -207,7 +208,7 @@ class Recovery:
         from epochal.state.recovery.restore import reset_to_empty
 
         self.d.progress.restoring({"empty": True}, last_done_epoch=self._sinks_position())
-        reset_to_empty(self.d.spark, self.d.storage, targets=self._targets(), working_root=self.d.shared_root,
+        reset_to_empty(self.d.spark, self.d.storage, targets=self.targets(), working_root=self.d.shared_root,
                        fence=self.d.fence)
         self._reset_backends()
         self._drop_checkpoints_after(None)

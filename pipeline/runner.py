@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 
-from epochal.pipeline.deployment import Deployment
+from epochal.pipeline.deployment import Deployment, declared_states
 from epochal.pipeline.epoch import EpochTransaction
 from epochal.pipeline.errors import PipelineError, PipelineFailedError
 from epochal.pipeline.lease import leased
@@ -29,6 +29,8 @@ from epochal.pipeline.recovery import Recovery, Restored
 from epochal.pipeline.savepoints import take_savepoint
 from epochal.pipeline.sinks import refuse_written_sinks
 from epochal.pipeline.sources import run_input_bytes
+from epochal.state.delta.log import DeltaLog
+from epochal.state.delta.paths import to_url
 from epochal.state.session import LazySparkSession, driver_jit, is_short_run
 
 log = logging.getLogger("epochal.runner")
@@ -113,6 +115,7 @@ class EpochRunner:
         if (failure := self.d.coordinator.pipeline_failure) is not None:
             raise PipelineFailedError(str(failure))
         self._check_range(from_, to, now)  # refused before any work or JVM
+        self._check_states()
         self.expect_run(to=to, now=now, from_=from_)
         report = RunReport()
         report.restored, recovered_by_backfill = self.recovery.before_run(from_)
@@ -159,6 +162,34 @@ class EpochRunner:
         if to is not None and last < first:
             raise PartitionKeyError(f"--to {to} is before --from {from_}: a run goes forward, from --from to --to")
         self._refuse_gap(from_, first, self.d.progress.load().last_done_epoch)
+
+    def _check_states(self) -> None:
+        """Refuse a run whose pipeline no longer declares a state its working tables hold (a stage removed or renamed
+        since the last epoch), or declares again one whose working table an older version left (removed, then
+        back): the run went on without a word, a renamed stage from empty state (its upsert sink overwritten with
+        one epoch's totals), a re-added one from rows older than the epochs between. A restore reconciles them."""
+        progress = self.d.progress.load()
+        if not progress.clean or progress.states is None:  # a recovery restores (and checks) first; an older file
+            return
+        since = "the beginning" if progress.last_done_epoch is None else self.d.partitioning.key(progress.last_done_epoch)
+        if gone := sorted(set(progress.states) - set(declared_states(self.d.pipeline))):
+            raise PipelineError(
+                f"the pipeline no longer declares state {', '.join(gone)}, which the state at {since} holds "
+                "(a stage or state removed or renamed)",
+                action="run `epochal restore --allow-non-restored-state` to drop it (Flink's allowNonRestoredState; "
+                "--savepoint PATH to start from a savepoint), or declare it again",
+                states=gone,
+            )
+        stale = [t.key for t in self.recovery.targets() if t.key not in progress.states
+                 and DeltaLog(to_url(t.working_path)).exists()]
+        if stale:
+            raise PipelineError(
+                f"state {', '.join(sorted(stale))} is declared again, but its working table holds what an older "
+                f"version of the pipeline wrote (it was not declared at {since})",
+                action="run `epochal restore` first: it empties that table (or restores it from a checkpoint that "
+                "holds it), then run",
+                states=stale,
+            )
 
     def _refuse_gap(self, from_: str, first: int, position: int | None) -> None:
         """A run cannot start past the state's next epoch (a recovery only moves the state back)."""

@@ -10,6 +10,7 @@ import yaml
 
 from epochal.config import load_settings
 from epochal.orchestration.cli import build_parser
+from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from epochal.state.errors import UnclaimedStateError
@@ -58,7 +59,7 @@ def without_counts(settings):
 @pytest.fixture()
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     with on_import_path(tmp_path / "site", "acme_versions", {"rows": ROWS_MODULE, "totals": MODULE}, monkeypatch):
-        write_landing(tmp_path, [[("a", 1)], [("a", 10), ("b", 2)]])
+        write_landing(tmp_path, [[("a", 1)], [("a", 10), ("b", 2)], [("a", 100)]])
         yield tmp_path
 
 
@@ -94,3 +95,25 @@ def test_the_cli_and_the_dagster_job_take_the_flag():
     assert args.allow_non_restored_state is True
     assert build_parser().parse_args(["restore"]).allow_non_restored_state is False
     assert RestoreConfig(allow_non_restored_state=True).allow_non_restored_state
+
+
+def test_a_run_of_changed_code_is_refused_until_a_restore_reconciles_its_states(spark, project):
+    """Found from outside: a run of a pipeline whose stage was removed or renamed went on without a word (a renamed
+    stage from empty state, its upsert sink overwritten with one epoch's totals), and a stage declared again
+    resumed from the rows it had written before its removal, missing the epochs between."""
+    _runner(spark, project, "with_counts").run(to="2026-11-01-00:00")
+
+    removed = _runner(spark, project, "without_counts")
+    with pytest.raises(PipelineError, match=r"no longer declares state counts/count, which the state at "
+                                            r"2026-11-01-00:00 holds.*epochal restore --allow-non-restored-state"):
+        removed.run(to="2026-11-01-01:00")
+    removed.restore(allow_non_restored_state=True)
+    removed.run(to="2026-11-01-01:00")
+
+    back = _runner(spark, project, "with_counts")
+    with pytest.raises(PipelineError, match=r"state counts/count is declared again, but its working table holds"):
+        back.run(to="2026-11-01-02:00")
+    back.restore()  # the latest checkpoint holds no counts/count: its working table is emptied
+    back.run(to="2026-11-01-02:00")
+    counts = next(s for s in back.d.pipeline.stages if s.name == "counts")
+    assert {r.key: r.value for r in back.d.keyed["counts"].values(counts.total).collect()} == {"a": 100}
