@@ -17,4 +17,5 @@ class EpochalError(Exception):
         self.message = message
         self.action = action
         self.context = context
-        super().__init__(message if action is None else f"{message} Operator action: {action}")
+        stop = "" if message.rstrip().endswith((".", "!", "?", ":", ";")) else "."  # one sentence ends first
+        super().__init__(message if action is None else f"{message}{stop} Operator action: {action}")
