@@ -403,6 +403,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.debug("failure", exc_info=True)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"epochal: error: {first}", file=sys.stderr)
+        if as_json:  # --json: stdout is one JSON document, a failure's too
+            print(json.dumps({"ok": False, "error": first, "error_type": type(exc).__name__}))
         return 1
     try:
         return _output(result, as_json, _command(args))
