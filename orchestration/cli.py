@@ -43,6 +43,13 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
 def _points(text: str) -> list[str]:
     """Crash point names, checked before Spark starts."""
     from epochal.pipeline.faults import POINTS
@@ -104,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("stage")
     read.add_argument("state")
     read.add_argument("--checkpoint", metavar="ID")
-    read.add_argument("--limit", type=int, default=None)
+    read.add_argument("--limit", type=_positive, default=None, help="at most this many rows (>= 1)")
     _common(read)
 
     new = sub.add_parser("new", help="write a starter pipeline package (a stage with keyed state, a config, a test)")

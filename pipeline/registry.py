@@ -22,6 +22,7 @@ from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from epochal.config import Settings
+from epochal.errors import EpochalError
 from epochal.pipeline.dag import Pipeline
 from epochal.pipeline.errors import PipelineDefinitionError
 
@@ -120,7 +121,14 @@ def build_pipeline(settings: Settings) -> Pipeline:
             f"pipeline {settings.pipeline!r} names a {type(target).__name__}, not a Pipeline or a factory "
             "`factory(settings) -> Pipeline`"
         )
-    pipeline = target(settings)
+    try:
+        pipeline = target(settings)
+    except EpochalError:  # says what is wrong already (a SinkSpec, the pipeline's options...)
+        raise
+    except Exception as exc:  # a user's factory: name it, or the error says only "factory exploded"
+        raise PipelineDefinitionError(
+            f"pipeline {settings.pipeline!r} (config key 'pipeline'): its factory raised {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(pipeline, Pipeline):
         raise PipelineDefinitionError(
             f"pipeline {settings.pipeline!r}: the factory returned {type(pipeline).__name__}, not an epochal.Pipeline"

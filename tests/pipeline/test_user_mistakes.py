@@ -264,3 +264,35 @@ def test_an_hour_folder_whose_files_the_source_would_not_read_fails_its_plan_and
     assert [Path(f).name for f in HourlyFolderSource("landing", str(landing), pattern="*").plan(hours.info(1)).files] == [
         "notes.txt", "part-0.jsonl"]
     assert source.plan(hours.info(2)).files == ()  # an hour without a folder: an empty epoch
+
+
+def test_a_factory_that_raises_is_named_with_the_config_key(monkeypatch, tmp_path):
+    """Found from outside: a factory raising its own error printed only that error ("factory exploded")."""
+    import types
+
+    from epochal.config import Settings
+    from epochal.pipeline.registry import build_pipeline
+
+    module = types.ModuleType("acme_boom")
+
+    def build(settings):
+        raise RuntimeError("factory exploded")
+
+    module.build = build
+    monkeypatch.setitem(sys.modules, "acme_boom", module)
+    settings = Settings.model_validate({"pipeline": "acme_boom:build", "landing": str(tmp_path), "warehouse": str(tmp_path / "w"),
+                                        "checkpoints": {"dir": str(tmp_path / "c")}})
+    with pytest.raises(PipelineDefinitionError, match=r"^pipeline 'acme_boom:build' \(config key 'pipeline'\): its factory "
+                                                      r"raised RuntimeError: factory exploded$"):
+        build_pipeline(settings)
+
+
+def test_state_read_limit_below_one_is_refused_by_the_command_line(capsys):
+    """``--limit -1`` reached Spark's optimizer ("Optimizer rule 'eliminate_limit' failed")."""
+    from epochal.orchestration.cli import build_parser
+
+    for bad in ("-1", "0"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["state", "read", "dedupe", "seen", "--limit", bad])
+        assert f"argument --limit: must be >= 1, not {bad}" in capsys.readouterr().err
+    assert build_parser().parse_args(["state", "read", "dedupe", "seen", "--limit", "3"]).limit == 3
