@@ -22,6 +22,7 @@ from epochal.state.checkpoint.metadata import CheckpointKind, CheckpointMetadata
 from epochal.state.checkpoint.pending import PendingCheckpoint
 from epochal.state.checkpoint.reasons import CheckpointFailure, CheckpointFailureReason
 from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.delta.checkpoints import json_lines
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class JsonLinesStatsHistory:
     def load(self) -> list[CheckpointStats]:
         if not self._storage.exists(self._path):
             return []
-        lines = self._storage.read(self._path).decode("utf-8").splitlines()
+        lines = json_lines(self._storage.read(self._path).decode("utf-8"))
         return [entry for entry in map(_parse_line, lines) if entry is not None]
 
     def save(self, entries: list[CheckpointStats]) -> None:

@@ -144,9 +144,16 @@ def sidecar_path(log_dir: str, path: str) -> str:
     return decoded if "://" in decoded or decoded.startswith("/") else f"{log_dir}/{SIDECAR_DIR}/{decoded}"
 
 
+def json_lines(text: str) -> list[str]:
+    """The non-blank lines of a JSON-lines text, split on ``\n`` only: ``str.splitlines`` also splits on
+    U+0085, U+2028 and U+2029, which JSON leaves unescaped inside strings (a column's min/max statistics in
+    a Delta commit: one such character in a row broke every later read of the table's log)."""
+    return [line for line in text.split("\n") if line.strip()]
+
+
 def json_actions(text: str) -> list[dict[str, Any]]:
     """The actions of a JSON log file (a commit, a compaction or a JSON checkpoint): one per line."""
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [json.loads(line) for line in json_lines(text)]
 
 
 def _top_level_actions(fs: Any, path: str) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 
 import fsspec
 
+from epochal.state.delta.checkpoints import json_actions
 from epochal.state.delta.paths import to_url
 
 # A state table keeps every version a retained checkpoint may point at: epochal's
@@ -72,7 +73,7 @@ def commit_actions(path: str, version: int) -> list[dict]:
     """The actions of commit ``version`` (one JSON object per line of the log file)."""
     fs, root = _fs(posixpath.join(delta_log_dir(path), f"{version:020d}.json"))
     with fs.open(root, "rb") as fh:
-        return [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
+        return json_actions(fh.read().decode("utf-8"))
 
 
 def bytes_added_between(path: str, first: int, last: int) -> int:

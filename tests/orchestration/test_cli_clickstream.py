@@ -48,6 +48,7 @@ def _ok(result: subprocess.CompletedProcess):
 def deployment(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("clickstream")
     generate(str(root / "landing"), START, len(PARTITIONS), GeneratorConfig(users=8, events_per_hour=40, seed=3))
+    _add_line_separators(root / "landing")
     config = {
         "landing": str(root / "landing"),
         "warehouse": str(root / "warehouse"),
@@ -58,6 +59,17 @@ def deployment(tmp_path_factory) -> Path:
     path = root / "epochal.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def _add_line_separators(landing: Path) -> None:
+    """A user id and a bad line holding U+2028, U+2029 and U+0085, which JSON leaves unescaped: they reach the
+    sinks' Delta statistics (the quarantine's raw text sorts last, the user first), and a log reader splitting
+    lines on them failed every later epoch of the deployment."""
+    first = sorted((landing / "dt=2026-11-01" / "hour=00").glob("*.jsonl"))[0]
+    event = {"event_id": "sep-1", "user_id": "ann\u2028\u2029\u0085", "event_type": "purchase", "amount": 2.5,
+             "event_time": "2026-11-01T00:30:00+00:00"}
+    with first.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(event, ensure_ascii=False) + "\n" + "}\u2028 not json\n")
 
 
 def _check_sinks(spark, config: Path) -> None:
@@ -163,3 +175,7 @@ def test_cli_errors_are_one_line_and_fail_before_work(tmp_path):
     assert "checkpoints.retian" in result.stderr and "did you mean 'checkpoints.retain'" in result.stderr
     assert len([l for l in result.stderr.splitlines() if l.startswith("epochal: error")]) == 1
     assert result.stdout == ""
+    # with --json, stdout is one JSON document whatever happens: a failure says so there too
+    result = subprocess.run([EPOCHAL, "run", "--config", str(bad), "--json"], capture_output=True, text=True, timeout=120)
+    failure = json.loads(result.stdout)
+    assert result.returncode == 1 and failure["ok"] is False and "checkpoints.retian" in failure["error"], failure

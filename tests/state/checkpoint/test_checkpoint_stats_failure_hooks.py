@@ -73,6 +73,18 @@ def test_stats_history_is_bounded_and_durable() -> None:
     assert len(storage.read(storage.stats_path).splitlines()) == 3
 
 
+def test_stats_keep_a_reason_holding_unicode_line_separators() -> None:
+    """A failure's detail (an error message quoting a user's data) may hold U+2028, U+2029 or U+0085, which JSON
+    leaves unescaped: the history is split on newlines only, so the entry reads back whole."""
+    storage = memory_storage()
+    detail = "bad key 'ann\u2028\u2029\u0085' in stage x"
+    tracker = CheckpointStatsTracker(JsonLinesStatsHistory(storage))
+    tracker.report_failed(acked(1), CheckpointFailure(checkpoint_id=1, reason=Reason.TASK_FAILURE, detail=detail, at=T0))
+    tracker.report_failed(acked(2), failure(Reason.TASK_FAILURE, 2))
+    reopened = CheckpointStatsTracker(JsonLinesStatsHistory(storage)).history()
+    assert [(e.checkpoint_id, e.failure_detail) for e in reopened] == [(1, detail), (2, "why")]
+
+
 def test_stats_skip_unreadable_lines() -> None:
     storage = memory_storage()
     CheckpointStatsTracker(JsonLinesStatsHistory(storage)).report_failed(acked(1), failure(Reason.TASK_FAILURE))
