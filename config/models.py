@@ -6,6 +6,7 @@ Every field has a description; ``epochal.config.docs`` turns them into docs/conf
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
@@ -311,7 +312,11 @@ class Settings(_Strict):
         try:
             return model.model_validate(options)
         except ValidationError as exc:
-            located = lambda key: (self._origin, None)  # noqa: E731
+            def located(key: tuple[str, ...]) -> tuple[str | None, None]:  # the variable that set it, else the file
+                from epochal.config.loader import env_var_name
+
+                name = env_var_name(".".join(("options", *key)))
+                return (name if key and name in os.environ else self._origin), None
             issues = [
                 dataclasses.replace(
                     issue,

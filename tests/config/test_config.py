@@ -249,6 +249,18 @@ def test_bad_pipeline_options_are_named_by_the_pipeline_before_any_work(tmp_path
     assert caught.value.key == expected.split(" ")[0]
 
 
+def test_a_bad_pipeline_option_from_the_environment_names_the_variable(tmp_path: Path, monkeypatch) -> None:
+    """Found from outside: the error named the configuration file, which does not hold the value."""
+    from epochal.pipeline.registry import build_pipeline
+
+    path = write(tmp_path / "epochal.yaml", "options:\n  session_gap: 45m\n")
+    monkeypatch.setenv("EPOCHAL__OPTIONS__ALLOWED_LATENESS", "soon")
+    with pytest.raises(ConfigError) as caught:
+        build_pipeline(load_settings(path))
+    assert str(caught.value).startswith(
+        "config error in EPOCHAL__OPTIONS__ALLOWED_LATENESS: options.allowed_lateness = 'soon': must be a duration")
+
+
 @pytest.mark.parametrize(
     ("yaml_text", "expected"),
     [
