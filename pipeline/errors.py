@@ -83,7 +83,9 @@ class SourceNotFoundError(PipelineError):
 
 
 class UnreadFilesError(PipelineError):
-    """An epoch's input folder holds files its source would not read, and none it would (nothing would be read)."""
+    """An epoch's input holds files that would not be read, and the epoch would be done without them: files its
+    source would not read and none it would, files in a day folder outside its hour folders, names Spark reads as
+    a glob pattern or a URI."""
 
 
 class ConcurrentRunError(PipelineError):

@@ -19,6 +19,10 @@ from epochal.pipeline.stage import EpochInfo
 
 log = logging.getLogger("epochal.sources")
 
+#: Hadoop's glob characters: Spark reads a path holding one as a pattern (``part[1].jsonl`` reads ``part1.jsonl``).
+#: A file name holding one, or a ``:`` (read as a URI scheme: "Relative path in absolute URI"), is refused.
+GLOB_CHARACTERS = "*?[]{}\\"
+
 
 @dataclass(frozen=True)
 class SourceBatch:
@@ -50,7 +54,9 @@ class HourlyFolderSource:
 
     An hour folder holding files but none that match (``part-0.json`` for ``*.jsonl``) fails the plan, naming them:
     the epoch would be empty and done, and those files never read. Files that do not match beside files that do
-    are not read, and a warning names them."""
+    are not read, and a warning names them. A file directly in a day folder of the window (in no hour folder), or
+    a file to read whose name holds a glob character (``*?[]{}\\``) or a ``:`` (Spark would read it as a pattern
+    or a URI, not as named), fails the plan too, naming it."""
 
     name: str
     landing: str
@@ -58,17 +64,11 @@ class HourlyFolderSource:
     pattern: str = "*.jsonl"
 
     def plan(self, info: EpochInfo) -> SourceBatch:
-        from epochal.pipeline.examples.clickstream.layout import partition_listing
+        from epochal.pipeline.examples.clickstream.layout import day_folder_files, partition_listing
 
         found, ignored = partition_listing(self.landing, info.partition, self.pattern)
         files = tuple(found)
-        if ignored and not files:
-            raise UnreadFilesError(
-                f"source {self.name!r}, partition {info.partition}: {len(ignored)} file(s) that do not match "
-                f"{self.pattern!r} and none that do, e.g. {ignored[0]}",
-                action="give HourlyFolderSource the pattern of these files (pattern=), or move them",
-                source=self.name, partition=info.partition, files=ignored,
-            )
+        self._refuse_unread(info.partition, files, ignored, day_folder_files(self.landing, info.partition))
         if ignored:
             log.warning("source %r, partition %s: %d file(s) not matching %r are not read: %s", self.name,
                         info.partition, len(ignored), self.pattern, ", ".join(ignored[:5]))
@@ -80,6 +80,33 @@ class HourlyFolderSource:
             files=files,
             position={"partition": info.partition, "epoch": info.epoch, "files": list(files)},
         )
+
+    def _refuse_unread(self, partition: str, files: Sequence[str], ignored: list[str], loose: list[str]) -> None:
+        """Raise :class:`UnreadFilesError` if the epoch would be done without some of its files: files directly
+        in a day folder, in no hour; files none of which match the pattern; names Spark reads as a pattern."""
+        where = f"source {self.name!r}, partition {partition}"
+        if loose:
+            raise UnreadFilesError(
+                f"{where}: {len(loose)} file(s) directly in the day folder, in no hour folder, which no partition "
+                f"reads: {_some(loose)}",
+                action="move them into the day folder's hour folder hour=HH of the UTC hour they belong to",
+                source=self.name, partition=partition, files=loose,
+            )
+        if ignored and not files:
+            raise UnreadFilesError(
+                f"{where}: {len(ignored)} file(s) that do not match {self.pattern!r} and none that do, "
+                f"e.g. {ignored[0]}",
+                action="give HourlyFolderSource the pattern of these files (pattern=), or move them",
+                source=self.name, partition=partition, files=ignored,
+            )
+        unsafe = [f for f in files if set(GLOB_CHARACTERS + ":").intersection(f.rstrip("/").rsplit("/", 1)[-1])]
+        if unsafe:
+            raise UnreadFilesError(
+                f"{where}: {len(unsafe)} file(s) whose name holds a glob character ({GLOB_CHARACTERS}) or a ':', "
+                f"which Spark would not read as named: {_some(unsafe)}",
+                action="rename them: Spark reads a path as a glob pattern (and a ':' as a URI scheme)",
+                source=self.name, partition=partition, files=unsafe,
+            )
 
     def check(self) -> None:
         """Raise :class:`SourceNotFoundError` if the landing folder does not exist. An hour without files is an
@@ -100,6 +127,12 @@ class HourlyFolderSource:
         files = partition_listing(self.landing, info.partition, self.pattern)[0]  # a listing: no plan, no state
         sizes = [(fingerprint(f) or {}).get("size") for f in files]
         return None if None in sizes else sum(int(s) for s in sizes)
+
+
+def _some(paths: Sequence[str], shown: int = 5) -> str:
+    """Up to ``shown`` paths, comma-separated, and how many more."""
+    more = len(paths) - shown
+    return ", ".join(paths[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def run_input_bytes(sources: Sequence[Any], infos: Sequence[EpochInfo]) -> int | None:

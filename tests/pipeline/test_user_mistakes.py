@@ -296,3 +296,76 @@ def test_state_read_limit_below_one_is_refused_by_the_command_line(capsys):
             build_parser().parse_args(["state", "read", "dedupe", "seen", "--limit", bad])
         assert f"argument --limit: must be >= 1, not {bad}" in capsys.readouterr().err
     assert build_parser().parse_args(["state", "read", "dedupe", "seen", "--limit", "3"]).limit == 3
+
+
+def _landing_with(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A landing folder holding ``files`` (path under it: content)."""
+    landing = tmp_path / "landing"
+    for relative, content in files.items():
+        (landing / relative).parent.mkdir(parents=True, exist_ok=True)
+        (landing / relative).write_text(content)
+    return landing
+
+
+@pytest.mark.parametrize("name", ["part[1].jsonl", "part{a,b}.jsonl", "part*.jsonl", "part?.jsonl", "part\\1.jsonl",
+                                  "events-2026-11-01T00:00:00.jsonl"])
+def test_a_file_name_spark_would_read_as_a_pattern_or_a_uri_fails_its_plan_naming_it(tmp_path, name):
+    """Spark reads a path as a Hadoop glob: ``part[1].jsonl`` beside ``part1.jsonl`` ran "completed" with the first
+    never read and the second read twice; ``part[1].jsonl`` or ``part{a,b}.jsonl`` alone failed with PATH_NOT_FOUND; a
+    name with a ':' failed deep in Spark ("Relative path in absolute URI"). Now the plan refuses such a name, naming
+    the file; the hour folder's other files are not planned either (nothing is read or committed)."""
+    from datetime import datetime, timezone
+
+    from epochal import HourlyFolderSource
+    from epochal.config import Granularity
+    from epochal.pipeline.errors import UnreadFilesError
+    from epochal.pipeline.partitions import Partitioning
+
+    hours = Partitioning(datetime(2026, 11, 1, tzinfo=timezone.utc), Granularity.HOURLY)
+    landing = _landing_with(tmp_path, {f"dt=2026-11-01/hour=00/{n}": '{"key": "a", "n": 1}\n'
+                                       for n in (name, "part1.jsonl")})
+    source = HourlyFolderSource("landing", str(landing))
+    with pytest.raises(UnreadFilesError, match=re.escape(
+            "source 'landing', partition 2026-11-01-00:00: 1 file(s) whose name holds a glob character (*?[]{}\\) or "
+            f"a ':', which Spark would not read as named: {landing}/dt=2026-11-01/hour=00/{name} Operator action: "
+            "rename them: Spark reads a path as a glob pattern (and a ':' as a URI scheme)")) as raised:
+        source.plan(hours.info(0))
+    assert raised.value.context["files"] == [f"{landing}/dt=2026-11-01/hour=00/{name}"]
+    (landing / "dt=2026-11-01/hour=00" / name).rename(landing / "dt=2026-11-01/hour=00/part2.jsonl")
+    assert [Path(f).name for f in source.plan(hours.info(0)).files] == ["part1.jsonl", "part2.jsonl"]
+
+
+def test_a_file_directly_in_a_day_folder_fails_the_plan_of_every_partition_of_that_day_naming_it(tmp_path):
+    """``landing/dt=2026-11-10/part-0000.jsonl`` (no hour folder) made a daily partition's epoch succeed with 0 rows and
+    no warning, done for good: the file was never read. Now the plan of the daily partition, and of each hourly
+    partition of that day, fails naming it; another day's partitions, and dot or underscore files there, are not
+    concerned; the hour folders' files are listed once nothing is wrong."""
+    from datetime import datetime, timezone
+
+    from epochal import HourlyFolderSource
+    from epochal.config import Granularity
+    from epochal.pipeline.errors import UnreadFilesError
+    from epochal.pipeline.partitions import Partitioning
+
+    line = '{"key": "a", "n": 1}\n'
+    landing = _landing_with(tmp_path, {"dt=2026-11-10/part-0000.jsonl": line, "dt=2026-11-10/hour=03/part-0001.jsonl": line,
+                                       "dt=2026-11-10/_SUCCESS": "", "dt=2026-11-10/.part-0000.jsonl.crc": "",
+                                       "dt=2026-11-11/hour=00/part-0000.jsonl": line})
+    loose = f"{landing}/dt=2026-11-10/part-0000.jsonl"
+    days = Partitioning(datetime(2026, 11, 10, tzinfo=timezone.utc), Granularity.DAILY)
+    hours = Partitioning(datetime(2026, 11, 10, tzinfo=timezone.utc), Granularity.HOURLY)
+    source = HourlyFolderSource("landing", str(landing))
+    for info in (days.info(0), hours.info(3), hours.info(23)):
+        with pytest.raises(UnreadFilesError, match=re.escape(
+                f"source 'landing', partition {info.partition}: 1 file(s) directly in the day folder, in no hour "
+                f"folder, which no partition reads: {loose} Operator action: move them into the day folder's hour "
+                "folder hour=HH of the UTC hour they belong to")) as raised:
+            source.plan(info)
+        assert raised.value.context["files"] == [loose]
+    assert [Path(f).name for f in source.plan(days.info(1)).files] == ["part-0000.jsonl"]  # the next day: unconcerned
+    assert [Path(f).name for f in source.plan(hours.info(24)).files] == ["part-0000.jsonl"]
+    (landing / "dt=2026-11-10/part-0000.jsonl").rename(landing / "dt=2026-11-10/hour=03/part-0000.jsonl")
+    assert [Path(f).relative_to(landing).as_posix() for f in source.plan(days.info(0)).files] == [
+        "dt=2026-11-10/hour=03/part-0000.jsonl", "dt=2026-11-10/hour=03/part-0001.jsonl"]
+    assert [Path(f).name for f in source.plan(hours.info(3)).files] == ["part-0000.jsonl", "part-0001.jsonl"]
+    assert source.plan(hours.info(4)).files == ()

@@ -3,7 +3,8 @@
 Partition keys are Dagster's: hourly ``2026-11-01-13:00`` (the window
 [13:00, 14:00) UTC); a daily key ``2026-11-01`` is accepted too (its 24 hours).
 Landing files live at ``<landing>/dt=YYYY-MM-DD/hour=HH/part-NNNN.jsonl``,
-where the folder is the UTC hour the file was delivered in.
+where the folder is the UTC hour the file was delivered in; a file directly in
+a day folder is in no hour (:func:`day_folder_files` names such files).
 """
 
 from __future__ import annotations
@@ -71,7 +72,6 @@ def partition_listing(landing: str, key: str, pattern: str = "*.jsonl") -> tuple
     :func:`partition_files` gives them), and the others there, which are not read (names starting
     with ``.`` or ``_``, such as ``_SUCCESS`` or a ``.crc``, are neither, whatever the pattern)."""
     fs, root = fsspec.core.url_to_fs(landing)
-    keep_protocol = "://" in landing
     found: list[str] = []
     ignored: list[str] = []
     for hour_start in hours_of(key):
@@ -80,12 +80,38 @@ def partition_listing(landing: str, key: str, pattern: str = "*.jsonl") -> tuple
         except FileNotFoundError:  # an hour without a folder: no files
             continue
         for path in paths:
-            name = path.rstrip("/").rsplit("/", 1)[-1]
+            name = _name(path)
             if name.startswith((".", "_")):  # never data, as for Spark's own listings
                 continue
             (found if fnmatch.fnmatchcase(name, pattern) else ignored).append(path)
-    form = (lambda p: fs.unstrip_protocol(p)) if keep_protocol else (lambda p: p)
-    return [form(p) for p in found], [form(p) for p in ignored]
+    return _as_given(fs, landing, found), _as_given(fs, landing, ignored)
+
+
+def day_folder_files(landing: str, key: str) -> list[str]:
+    """The files directly in the day folders ``<landing>/dt=YYYY-MM-DD`` of a partition's window, outside
+    any hour folder, which no partition reads (sorted, as :func:`partition_files` gives them; names starting
+    with ``.`` or ``_`` aside). One listing per day, whatever the partition's width."""
+    fs, root = fsspec.core.url_to_fs(landing)
+    loose: list[str] = []
+    for day in sorted({_utc(hour_start).strftime("%Y-%m-%d") for hour_start in hours_of(key)}):
+        try:
+            entries = fs.ls(f"{root.rstrip('/')}/dt={day}", detail=True)
+        except FileNotFoundError:  # a day without a folder: nothing misplaced
+            continue
+        loose += sorted(e["name"] for e in entries
+                        if e.get("type") != "directory" and not _name(e["name"]).startswith((".", "_")))
+    return _as_given(fs, landing, loose)
+
+
+def _name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _as_given(fs, landing: str, paths: list[str]) -> list[str]:
+    """Listed paths in the form the landing URL was given: with its protocol if it had one."""
+    if "://" in landing:
+        return [fs.unstrip_protocol(p) for p in paths]
+    return paths
 
 
 def _utc(moment: datetime) -> datetime:

@@ -46,8 +46,10 @@ the JSON is parsed with ``from_json`` in PERMISSIVE mode once per JSON type
 "exactly one value" check wraps the line in ``[...]`` and in ``{"v":...}``,
 timestamps go through a regex and ``try_cast``.
 
-File paths are read by Spark, which expands glob characters (``*?[]{}``):
-planned paths must not contain them (``layout.partition_files`` names do not).
+File paths are read by Spark, which reads a path as a Hadoop glob pattern
+(``*?[]{}\\``) and a ``:`` in it as a URI scheme: planned paths must not contain
+them. ``layout.partition_files`` lists such names as they are;
+``HourlyFolderSource`` refuses them at plan.
 """
 
 from __future__ import annotations

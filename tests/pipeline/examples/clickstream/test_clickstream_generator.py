@@ -12,7 +12,12 @@ import pytest
 
 from epochal.pipeline.examples.clickstream import reasons as R
 from epochal.pipeline.examples.clickstream.generator import MALFORMED_KINDS, GeneratorConfig, generate, main, parse_start
-from epochal.pipeline.examples.clickstream.layout import partition_files, partition_key, partition_window
+from epochal.pipeline.examples.clickstream.layout import (
+    day_folder_files,
+    partition_files,
+    partition_key,
+    partition_window,
+)
 from epochal.pipeline.examples.clickstream.reference import ParsedEvent, Rejected, parse_line, split_lines
 
 START = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -106,6 +111,27 @@ def test_fsspec_url_landing_and_several_files(tmp_path: Path) -> None:
     total = sum(len(split_lines(fsspec.open(f, "rb").open().read())) for f in files)
     assert total == manifest.hours[0].lines
     fsspec.filesystem("memory").rm("/clickstream-gen-test", recursive=True)
+
+
+def test_day_folder_files_names_files_outside_hour_folders_listing_each_day_once(monkeypatch) -> None:
+    """A file directly in ``dt=YYYY-MM-DD/`` is in no hour: ``partition_files`` never lists it, ``day_folder_files``
+    names it (as a URL for a URL landing), listing the day folder once for a daily partition, not once per hour."""
+    url = "memory://clickstream-day-test/landing"
+    fs = fsspec.filesystem("memory")
+    for name in ("dt=2026-11-01/part-0000.jsonl", "dt=2026-11-01/_SUCCESS", "dt=2026-11-01/hour=05/part-0000.jsonl"):
+        fs.pipe(f"/clickstream-day-test/landing/{name}", b"{}\n")
+    loose = fs.unstrip_protocol("/clickstream-day-test/landing/dt=2026-11-01/part-0000.jsonl")  # memory:///...
+    listed: list[str] = []
+    ls = type(fs).ls
+    monkeypatch.setattr(type(fs), "ls", lambda self, path, detail=True, **kw: listed.append(path) or ls(self, path, detail, **kw))
+    try:
+        assert day_folder_files(url, "2026-11-01") == [loose]
+        assert [p for p in listed if p.rstrip("/").endswith("dt=2026-11-01")] == listed and len(listed) == 1
+        assert day_folder_files(url, "2026-11-01-05:00") == [loose]
+        assert day_folder_files(url, "2026-11-02") == []  # a day without a folder
+        assert partition_files(url, "2026-11-01") == [loose.replace("/part-", "/hour=05/part-")]
+    finally:
+        fs.rm("/clickstream-day-test", recursive=True)
 
 
 def test_cli_writes_and_prints_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
