@@ -327,7 +327,7 @@ def test_a_file_name_spark_would_read_as_a_pattern_or_a_uri_fails_its_plan_namin
     source = HourlyFolderSource("landing", str(landing))
     with pytest.raises(UnreadFilesError, match=re.escape(
             "source 'landing', partition 2026-11-01-00:00: 1 file(s) whose name holds a glob character (*?[]{}\\) or "
-            f"a ':', which Spark would not read as named: {landing}/dt=2026-11-01/hour=00/{name} Operator action: "
+            f"a ':', which Spark would not read as named: {landing}/dt=2026-11-01/hour=00/{name}. Operator action: "
             "rename them: Spark reads a path as a glob pattern (and a ':' as a URI scheme)")) as raised:
         source.plan(hours.info(0))
     assert raised.value.context["files"] == [f"{landing}/dt=2026-11-01/hour=00/{name}"]
@@ -358,7 +358,7 @@ def test_a_file_directly_in_a_day_folder_fails_the_plan_of_every_partition_of_th
     for info in (days.info(0), hours.info(3), hours.info(23)):
         with pytest.raises(UnreadFilesError, match=re.escape(
                 f"source 'landing', partition {info.partition}: 1 file(s) directly in the day folder, in no hour "
-                f"folder, which no partition reads: {loose} Operator action: move them into the day folder's hour "
+                f"folder, which no partition reads: {loose}. Operator action: move them into the day folder's hour "
                 "folder hour=HH of the UTC hour they belong to")) as raised:
             source.plan(info)
         assert raised.value.context["files"] == [loose]
