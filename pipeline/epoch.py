@@ -203,7 +203,7 @@ class EpochTransaction(_CheckpointingTransaction):
             crashpoint("in_sink", self.epoch)
             with self.clock.step(f"sink:{name}"):
                 try:
-                    rows = sink.write(self.outputs[sink.spec.input], self.epoch)
+                    rows = sink.write(self.outputs[sink.spec.input], self.epoch, partition=self.d.partitioning.key(self.epoch))
                 except EpochalError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - where a stage's lazy output is computed: say where

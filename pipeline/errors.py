@@ -64,6 +64,19 @@ class SinkError(StageError):
         return self.stage
 
 
+class SinkSchemaError(SinkError):
+    """A sink's table has other columns (names or types) than its SinkSpec declares: its write is refused before
+    anything is written to it (see :mod:`epochal.pipeline.sink_schema`)."""
+
+    def __init__(self, sink: str, epoch: int, partition: str | None, path: str, differences: str, action: str) -> None:
+        self.stage, self.epoch, self.partition, self.path, self.cause = sink, epoch, partition, path, None
+        where = f"sink {sink!r} failed at epoch {epoch}" + ("" if partition is None else f" (partition {partition})")
+        PipelineError.__init__(
+            self, f"{where}: its table {path} does not have the SinkSpec's columns ({differences}); nothing was "
+            "written to it.", action=action, sink=sink, epoch=epoch, partition=partition, table=path,
+        )
+
+
 class InputChangedError(PipelineError):
     """A replayed epoch's planned input file changed or disappeared since its plan was recorded."""
 

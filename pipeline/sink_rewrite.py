@@ -13,7 +13,8 @@ are those Delta's MERGE leaves: a key whose values did not change keeps its row,
 
 Tables a rewrite would show differently to their readers are MERGEd as before: a change data feed (a MERGE
 records the changed rows) or row tracking (a MERGE keeps an updated row's id), partitions, or columns other
-than the sink's. An epoch whose rows name a key twice fails with an error naming the sink before anything
+than the sink's (generated or identity columns, or the same columns in another order: a table whose columns differ
+otherwise is refused before the write, see :mod:`epochal.pipeline.sink_schema`). An epoch whose rows name a key twice fails with an error naming the sink before anything
 is committed (Delta's MERGE fails so when the key is in the table, and inserts both rows when it is not).
 """
 
@@ -30,7 +31,7 @@ from pyspark.sql import types as T
 from epochal.pipeline.errors import PipelineError
 from epochal.state.delta import io as delta_io
 from epochal.state.delta import overwrite as delta_overwrite
-from epochal.state.delta.log import DeltaLog, VersionSnapshot
+from epochal.state.delta.log import VersionSnapshot
 
 #: Upsert sinks of at most this many live bytes are rewritten instead of MERGEd; the configuration's
 #: ``spark.sink_rewrite_below_mb`` sets it for a deployment.
@@ -56,12 +57,11 @@ def merge_clauses(keys: list[str], values: list[str], delete: str | None) -> tup
     return condition, [(f"s.{quoted(delete)}", "delete"), (f"{keep} AND ({changed})", "update")], [(keep, "insert")]
 
 
-def rewritable(log: DeltaLog, version: int | None, schema: T.StructType, below_bytes: int) -> VersionSnapshot | None:
-    """``version`` of the table (its ``log``) when an upsert may rewrite it (small, and nothing a rewrite would
-    show differently), else None (MERGE it); read from the Delta log, no Spark job."""
-    if below_bytes <= 0 or version is None:
+def rewritable(snapshot: VersionSnapshot | None, schema: T.StructType, below_bytes: int) -> VersionSnapshot | None:
+    """``snapshot`` (a version of the table, from its Delta log: no Spark job) when an upsert may rewrite it (small,
+    and nothing a rewrite would show differently), else None (MERGE it)."""
+    if below_bytes <= 0 or snapshot is None:
         return None
-    snapshot = log.snapshot(version)
     if snapshot.bytes_total > below_bytes or (snapshot.metadata or {}).get("partitionColumns"):
         return None
     if any(str(snapshot.configuration.get(name, "false")).lower() == "true" for name in _MERGE_ONLY):

@@ -36,9 +36,11 @@ from pyspark.sql import types as T
 
 from epochal.pipeline import sink_rewrite
 from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.sink_schema import refuse_drift
 from epochal.pipeline.stage import SinkMode, SinkSpec
 from epochal.state.checkpoint.metadata import SinkPosition
 from epochal.state.delta import io as delta_io
+from epochal.state.delta.log import VersionSnapshot
 from epochal.state.delta.paths import same_location
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.delta.tables import create_table, snapshot_table
@@ -98,15 +100,22 @@ class DeltaSink:
             columns.append(F.coalesce(F.col(delete).cast("boolean"), F.lit(False)).alias(delete))
         return df.select(*columns)
 
-    def write(self, df: DataFrame, epoch: int) -> int | None:
-        """Write one epoch's output, idempotently; return the rows it wrote (see :meth:`_rows_written`)."""
+    def write(self, df: DataFrame, epoch: int, *, partition: str | None = None) -> int | None:
+        """Write one epoch's output (of ``partition``, for errors), idempotently; return the rows it wrote (see
+        :meth:`_rows_written`). A table whose columns are not the spec's is refused first (:class:`SinkSchemaError`):
+        its schema is that of the version the write starts from, read from the Delta log without Spark (the version
+        an append, or an upsert's rewrite, reads anyway; this process reads only the commits since its last read)."""
         from epochal.state.delta.log import DeltaLog
 
         self.fence(f"write sink {self.spec.name} (epoch {epoch})")
         self.ensure()
         log = DeltaLog(self.path)
         before = log.latest_version()
-        self._write(self._conform(df, deletions=True), epoch, log, before)
+        snapshot = None if before is None else log.snapshot(before)
+        if snapshot is not None:
+            refuse_drift(snapshot.schema, self.table_schema, sink=self.spec.name, path=self.path, epoch=epoch,
+                         partition=partition)
+        self._write(self._conform(df, deletions=True), epoch, snapshot)
         return self._rows_written(before)
 
     def _rows_written(self, before: int | None) -> int | None:
@@ -128,23 +137,23 @@ class DeltaSink:
             return None
         return sum(int(metrics[k]) for k in keys)
 
-    def _write(self, rows: DataFrame, epoch: int, log, version: int | None) -> None:
+    def _write(self, rows: DataFrame, epoch: int, snapshot: VersionSnapshot | None) -> None:
         if self.spec.mode is SinkMode.APPEND:
             writer = rows.withColumn(EPOCH_COLUMN, F.lit(epoch).cast("long")).write.format("delta")
-            if _holds_epoch(log, version, epoch):
+            if _holds_epoch(snapshot, epoch):
                 writer = writer.mode("overwrite").option("replaceWhere", f"{EPOCH_COLUMN} = {int(epoch)}")
             else:  # nothing to replace: a plain append skips the DELETE's scan (a Spark job and its planning)
                 writer = writer.mode("append")
             writer.save(self.path)
         else:
-            self._upsert(rows, log, version)
+            self._upsert(rows, snapshot)
 
-    def _upsert(self, rows: DataFrame, log, version: int | None) -> None:
-        """MERGE ``rows`` on the sink's keys (``log`` at ``version``: the table as :meth:`write` found it)."""
+    def _upsert(self, rows: DataFrame, snapshot: VersionSnapshot | None) -> None:
+        """MERGE ``rows`` on the sink's keys (``snapshot``: the table as :meth:`write` found it)."""
         from delta.tables import DeltaTable
 
         keys, delete = list(self.spec.keys), self.spec.delete_column
-        snapshot = sink_rewrite.rewritable(log, version, self.table_schema, self.rewrite_below_bytes)
+        snapshot = sink_rewrite.rewritable(snapshot, self.table_schema, self.rewrite_below_bytes)
         if snapshot is not None:
             sink_rewrite.upsert(self.spark, self.path, snapshot, rows, sink=self.spec.name, keys=keys, delete=delete)
             return
@@ -256,12 +265,12 @@ def forward_gap(sinks: dict[str, DeltaSink], position: int | None, restored_epoc
     )
 
 
-def _holds_epoch(log, version: int | None, epoch: int) -> bool:
-    """Whether an append sink's table (``log`` at ``version``) may hold rows of ``epoch`` (a replay): False only
-    when every live file's statistics (the Delta log, read without Spark) put its ``epoch`` column outside it."""
-    if version is None:
+def _holds_epoch(snapshot: VersionSnapshot | None, epoch: int) -> bool:
+    """Whether an append sink's table (at ``snapshot``) may hold rows of ``epoch`` (a replay): False only when
+    every live file's statistics (the Delta log, read without Spark) put its ``epoch`` column outside it."""
+    if snapshot is None:
         return True
-    for live in log.snapshot(version).files:
+    for live in snapshot.files:
         low = (live.min_values or {}).get(EPOCH_COLUMN)
         high = (live.max_values or {}).get(EPOCH_COLUMN)
         if low is None or high is None or int(low) <= epoch <= int(high):

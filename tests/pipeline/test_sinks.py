@@ -138,7 +138,7 @@ def test_a_sink_whose_readers_would_see_a_rewrite_differently_is_merged(spark, t
 
     def rewritable(sink: DeltaSink):
         log = DeltaLog(sink.path)
-        return sink_rewrite.rewritable(log, log.latest_version(), sink.table_schema, 1 << 30)
+        return sink_rewrite.rewritable(log.snapshot(log.latest_version()), sink.table_schema, 1 << 30)
 
     sink = DeltaSink(spark, str(tmp_path), SinkSpec("totals", "s.out", SinkMode.UPSERT, SCHEMA, keys=("key",)))
     sink.write(spark.createDataFrame([("a", 1)], SCHEMA), 0)
@@ -147,3 +147,46 @@ def test_a_sink_whose_readers_would_see_a_rewrite_differently_is_merged(spark, t
     assert rewritable(sink) is None
     assert sink.write(spark.createDataFrame([("a", 2), ("b", 1)], SCHEMA), 1) == 2
     assert _rows(sink) == {"a": 2, "b": 1}
+
+
+@pytest.mark.parametrize("rewrite_below_bytes", [0, 1 << 30], ids=["merge", "rewrite"])
+def test_a_sink_spec_with_a_column_its_table_lacks_is_refused_naming_it_and_the_table_is_unchanged(
+        spark, tmp_path, rewrite_below_bytes):
+    """A nullable column added to an upsert SinkSpec: Delta's MERGE said DELTA_MERGE_UNRESOLVED_EXPRESSION."""
+    from epochal.pipeline.errors import SinkError
+
+    sink = DeltaSink(spark, str(tmp_path), SinkSpec("user_totals", "s.out", SinkMode.UPSERT, SCHEMA, keys=("key",)))
+    sink.write(spark.createDataFrame([("a", 1)], SCHEMA), 0)
+    version = sink.position().version
+    wider = T.StructType(SCHEMA.fields + [T.StructField("buys", T.LongType())])
+    grown = DeltaSink(spark, str(tmp_path), SinkSpec("user_totals", "s.out", SinkMode.UPSERT, wider, keys=("key",)),
+                      rewrite_below_bytes=rewrite_below_bytes)
+    with pytest.raises(SinkError) as refused:
+        grown.write(spark.createDataFrame([("a", 2, 3)], wider), 1, partition="2026-11-01-01:00")
+    assert str(refused.value) == (
+        f"sink 'user_totals' failed at epoch 1 (partition 2026-11-01-01:00): its table {sink.path} does not have the "
+        "SinkSpec's columns (missing from the table: buys BIGINT); nothing was written to it. Operator action: run "
+        "`epochal restore` first (the recovery of the failed epoch restores the table's earlier version, which would "
+        f"undo a change made before it), then add the column(s) to the table (ALTER TABLE delta.`{sink.path}` ADD "
+        "COLUMNS (buys BIGINT)) and run again; or change the SinkSpec back")
+    assert sink.position().version == version and _rows(sink) == {"a": 1} and sink.read().columns == ["key", "total"]
+    assert refused.value.sink == "user_totals" and refused.value.context["table"] == sink.path
+
+
+def test_an_append_sink_whose_spec_dropped_and_retyped_columns_is_refused_naming_each(spark, tmp_path):
+    from epochal.pipeline.errors import SinkSchemaError
+
+    sink = DeltaSink(spark, str(tmp_path), SinkSpec("events", "s.out", SinkMode.APPEND, SCHEMA))
+    sink.write(spark.createDataFrame([("a", 1)], SCHEMA), 0)
+    version = sink.position().version
+    # the epoch column the sink adds is not the spec's, and a name differing only in case is the same column
+    changed = T.StructType([T.StructField("KEY", T.IntegerType()), T.StructField("amount", T.DoubleType())])
+    with pytest.raises(SinkSchemaError) as refused:
+        DeltaSink(spark, str(tmp_path), SinkSpec("events", "s.out", SinkMode.APPEND, changed)).write(
+            spark.createDataFrame([(1, 2.0)], changed), 1)
+    message = str(refused.value)
+    assert message.startswith(f"sink 'events' failed at epoch 1: its table {sink.path} does not have the SinkSpec's "
+                              "columns (missing from the table: amount DOUBLE; missing from the SinkSpec: total BIGINT; "
+                              "changed type: KEY is STRING in the table, INT in the SinkSpec); nothing was written")
+    assert "Operator action: change the SinkSpec back to the table's columns; or run `epochal restore` first" in message
+    assert "\n" not in message and sink.position().version == version
