@@ -6,7 +6,9 @@
 - :func:`state_consistency`: the sinks agree with the state: every UPSERT sink
   equals its stage's view of the state (compared in Spark, both directions, in one
   aggregation), and no APPEND sink holds rows of an epoch after the state's position
-  (the files' statistics prove it without a Spark job when they can).
+  (the files' statistics prove it without a Spark job when they can). An upsert sink whose
+  stage has no ``view()`` (it is optional) cannot be compared: the result names it, and
+  each sink it could not check, with why, and claims agreement only for those it checked.
 """
 
 from __future__ import annotations
@@ -66,33 +68,62 @@ def checkpoint_completeness(deployment, epoch: int | None = None) -> CheckOutcom
 
 
 def state_consistency(deployment, position: int | None) -> CheckOutcome:
-    """The sinks agree with the state at ``position`` (the last epoch done)."""
-    d = deployment
+    """The sinks agree with the state at ``position`` (the last epoch done). A sink that cannot be checked (no
+    table yet, no epoch done, an upsert sink whose stage has no ``view()``) is named in the description and in
+    the metadata (``<sink>_not_checked``: why), and the description claims only the sinks checked."""
     problems: list[str] = []
     details: dict[str, Any] = {}
-    producers = {s.name: s for s in d.pipeline.stages}
-    for name, sink in d.sinks.items():
-        if not delta_io.is_delta_table(sink.path):
+    checked: list[str] = []
+    skipped: dict[str, str] = {}
+    for name, sink in deployment.sinks.items():
+        why = _unchecked(deployment, sink, position)
+        if why is not None:
+            skipped[name] = details[f"{name}_not_checked"] = why
             continue
-        if sink.spec.mode is SinkMode.APPEND:
-            ahead = 0 if position is None else _rows_ahead(sink, position)
-            details[f"{name}_rows_ahead_of_state"] = ahead
-            if ahead:
-                problems.append(f"sink {name} has rows of epochs after {position}")
-            continue
-        stage_name, _, output = sink.spec.input.partition(".")
-        stage = producers[stage_name]
-        if position is None or not hasattr(stage, "view"):
-            continue
-        cols = [f.name for f in sink.spec.schema.fields]
-        view = stage.view(d.context(stage, position), output or stage.outputs[0]).select(*cols)
-        differing = _rows_differing(sink.read().select(*cols), view)
-        details[f"{name}_rows_differing"] = differing
-        if differing:
-            problems.append(f"sink {name} differs from {stage_name}'s state in {differing} row(s)")
+        checked.append(name)
+        problem = _sink_problem(deployment, name, sink, position, details)
+        if problem:
+            problems.append(problem)
+    not_checked = "; ".join(f"{name} ({why})" for name, why in skipped.items())
+    tail = f"; not checked: {not_checked}" if skipped else ""
     if problems:
-        return CheckOutcome(False, "; ".join(problems), details)
-    return CheckOutcome(True, "every sink agrees with the state", details)
+        return CheckOutcome(False, "; ".join(problems) + tail, details)
+    if not skipped:
+        return CheckOutcome(True, "every sink agrees with the state", details)
+    if not checked:
+        return CheckOutcome(True, f"no sink could be checked against the state{tail}", details)
+    return CheckOutcome(True, f"the sinks checked agree with the state: {', '.join(checked)}{tail}", details)
+
+
+def _unchecked(d, sink, position: int | None) -> str | None:
+    """Why ``sink`` cannot be checked against the state at ``position`` (None: it can be)."""
+    if not delta_io.is_delta_table(sink.path):
+        return f"no table at {sink.path} yet"
+    if sink.spec.mode is SinkMode.APPEND:
+        return None
+    if position is None:
+        return "no epoch done yet: no state to compare it with"
+    stage_name = sink.spec.input.partition(".")[0]
+    if not hasattr(_stage(d, stage_name), "view"):
+        return f"stage {stage_name!r} has no view()"
+    return None
+
+
+def _stage(d, name: str):
+    return next(s for s in d.pipeline.stages if s.name == name)
+
+
+def _sink_problem(d, name: str, sink, position: int | None, details: dict[str, Any]) -> str | None:
+    """How ``sink`` disagrees with the state at ``position`` (None: it agrees); its counts go into ``details``."""
+    if sink.spec.mode is SinkMode.APPEND:
+        ahead = details[f"{name}_rows_ahead_of_state"] = 0 if position is None else _rows_ahead(sink, position)
+        return f"sink {name} has rows of epochs after {position}" if ahead else None
+    stage_name, _, output = sink.spec.input.partition(".")
+    stage = _stage(d, stage_name)
+    cols = [f.name for f in sink.spec.schema.fields]
+    view = stage.view(d.context(stage, position), output or stage.outputs[0]).select(*cols)
+    differing = details[f"{name}_rows_differing"] = _rows_differing(sink.read().select(*cols), view)
+    return f"sink {name} differs from {stage_name}'s state in {differing} row(s)" if differing else None
 
 
 def _rows_ahead(sink, position: int) -> int:

@@ -9,6 +9,7 @@ from epochal.pipeline.checks import state_consistency
 from epochal.state.delta import io as delta_io
 from epochal.state.delta.log import DeltaLog
 
+import tests.support.toy_pipeline as toy
 from tests.pipeline.test_runner import _deploy, _runner
 
 
@@ -52,3 +53,30 @@ def test_state_consistency_passes_then_finds_each_kind_of_drift(spark, tmp_path,
     assert not ahead.passed and ahead.metadata["log_rows_ahead_of_state"] == 1
     assert "sink log has rows of epochs after 1" in ahead.description
     assert state_consistency(d, 2).metadata["log_rows_ahead_of_state"] == 0
+
+
+class _SumWithoutView:
+    """The toy pipeline's ``sum`` stage without a ``view()`` (DESIGN: a stage need not have one)."""
+
+    name, inputs, outputs, keyed_state, operator_state = (
+        toy.Sum.name, toy.Sum.inputs, toy.Sum.outputs, toy.Sum.keyed_state, toy.Sum.operator_state)
+    process = toy.Sum.process
+
+
+def test_state_consistency_names_the_upsert_sink_it_cannot_check_and_claims_only_the_others(spark, tmp_path, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path))
+    runner.run(to="2026-11-01-00:00")
+    d = runner.d
+    d.pipeline.stages[1].__class__ = _SumWithoutView
+    assert not hasattr(d.pipeline.stages[1], "view")
+    spark.sql(f"UPDATE delta.`{d.sinks['totals'].path}` SET total = 999")  # drift the check cannot see
+
+    outcome = state_consistency(d, 0)
+    assert outcome.passed  # nothing it checked disagrees ...
+    assert outcome.description == ("the sinks checked agree with the state: log; "
+                                   "not checked: totals (stage 'sum' has no view())")
+    assert "every sink" not in outcome.description  # ... and it does not claim the unchecked sink agrees
+    assert outcome.metadata == {"totals_not_checked": "stage 'sum' has no view()", "log_rows_ahead_of_state": 0}
+
+    before = state_consistency(d, None)  # no epoch done: no state to compare the upsert sink with
+    assert before.metadata["totals_not_checked"].startswith("no epoch done yet")
