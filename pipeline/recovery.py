@@ -170,15 +170,18 @@ class Recovery:
 
     def restore_before(self, epoch: int) -> Restored:
         """Restore the newest checkpoint or savepoint whose epoch is before ``epoch`` (empty state if none)."""
-        candidates = [c for c in self.d.coordinator.store.all() if int(c.metadata.epoch) < epoch]
+        retained = sorted(self.d.coordinator.store.all(), key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id)))
+        candidates = [c for c in retained if int(c.metadata.epoch) < epoch]
         if not candidates:
             if epoch == 0:
                 return self._restore_empty()
+            key = self.d.partitioning.key
             raise PipelineError(
-                f"no checkpoint or savepoint before partition {self.d.partitioning.key(epoch)} to restore; "
-                f"backfill from {self.d.partitioning.key(0)} instead"
+                f"no checkpoint or savepoint before partition {key(epoch)} is retained.",
+                action=f"backfill from {_earliest_starts(retained, key)} instead",
+                partition=key(epoch),
             )
-        return self._restore_newest(sorted(candidates, key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id))))
+        return self._restore_newest(candidates)
 
     def _restore_newest(self, candidates: list[CompletedCheckpoint]) -> Restored:
         """Restore the last usable of ``candidates``, skipping broken ones with a warning naming each."""
@@ -255,3 +258,16 @@ class Recovery:
                             "view() to rebuild it from: it starts empty", name, stage_name)
             sink.rewind(epoch, view)
         return by_content
+
+
+def _earliest_starts(retained: list[CompletedCheckpoint], key) -> str:
+    """Where a backfill can start: the partition after the oldest retained checkpoint or savepoint (``retained``,
+    oldest first), or the first partition, from empty state; ``key`` names an epoch's partition."""
+    empty = f"{key(0)} (from empty state)"
+    if not retained:
+        return empty
+    oldest = retained[0]
+    kind = "savepoint" if oldest.is_savepoint else "checkpoint"
+    epoch = int(oldest.metadata.epoch)
+    return (f"{key(epoch + 1)} (after {kind} {int(oldest.checkpoint_id)} of partition {key(epoch)}, the oldest "
+            f"retained) or from {empty}")

@@ -92,6 +92,16 @@ def test_run_checkpoints_restore_and_backfill(spark, tmp_path, toy_registered):
     report = runner.run(from_="2026-11-01-03:00", to="2026-11-01-03:00")
     assert report.restored.epoch == 2 and [e.epoch for e in report.epochs] == [3]
     assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
+    # a backfill from hour 1 has nothing retained before it: refused, naming where a backfill can start, nothing changed
+    oldest = min(runner.d.coordinator.store.all(), key=lambda c: int(c.metadata.epoch))
+    assert oldest.is_savepoint and int(oldest.metadata.epoch) == 1
+    with pytest.raises(PipelineError) as refused:
+        runner.run(from_="2026-11-01-01:00", to="2026-11-01-01:00")
+    assert str(refused.value) == (
+        "no checkpoint or savepoint before partition 2026-11-01-01:00 is retained. Operator action: backfill from "
+        f"2026-11-01-02:00 (after savepoint {int(oldest.checkpoint_id)} of partition 2026-11-01-01:00, the oldest "
+        "retained) or from 2026-11-01-00:00 (from empty state) instead")
+    assert runner.d.progress.load().last_done_epoch == 3 and _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
     # a backfill from the first partition starts from empty state
     report = runner.run(from_="2026-11-01-00:00", to="2026-11-01-00:00")
     assert report.restored.checkpoint_id is None
