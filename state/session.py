@@ -54,6 +54,9 @@ SESSION_DEFAULTS = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.ansi.enabled": "true",
+    # Parquet timestamps as INT64 microseconds, Delta's own type, not Spark's legacy INT96 (nanoseconds to
+    # other readers): delta-rs refused a sink holding a year past 2262 ("would lose data"; found from outside).
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     # Python workers run the interpreter that runs the driver (the virtualenv's).
     "spark.pyspark.python": sys.executable,
     "spark.pyspark.driver.python": sys.executable,

@@ -24,6 +24,7 @@ PARTITIONS = 3
 def ran(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("readers")
     generate(str(root / "landing"), START, PARTITIONS, GeneratorConfig(users=6, events_per_hour=30, seed=11))
+    _add_extreme_times(root / "landing")
     settings = Settings.model_validate({
         "landing": str(root / "landing"),
         "warehouse": str(root / "warehouse"),
@@ -35,6 +36,17 @@ def ran(spark, tmp_path_factory):
     runner.run(to="2026-11-01-02:00")
     savepoint = runner.savepoint("readers")
     return runner.d, Path(savepoint["path"].removeprefix("file://"))
+
+
+def _add_extreme_times(landing: Path) -> None:
+    """Events in years 1600 and 2300 (the example takes 1 to 9999; PySpark cannot collect the ends): Spark wrote
+    timestamps as INT96, which delta-rs reads as nanoseconds, and it refused a table holding a year past 2262 or
+    before 1677 (found from outside)."""
+    last = sorted((landing / "dt=2026-11-01" / "hour=02").glob("*.jsonl"))[-1]
+    with last.open("a") as fh:
+        for n, when in enumerate(("1600-01-01T00:00:00Z", "2300-12-31T23:59:59.999999Z")):
+            fh.write(f'{{"event_id": "extreme-{n}", "user_id": "u-extreme", "event_type": "purchase", "amount": 1.5, '
+                     f'"event_time": "{when}"}}\n')
 
 
 def _normal(value):
@@ -76,6 +88,9 @@ def test_every_sink_opens_with_delta_rs_and_equals_spark(ran, spark):
     deployment, _ = ran
     rows = {name: _same_as_spark(spark, Path(sink.path)) for name, sink in deployment.sinks.items()}
     assert rows["user_totals"] > 0 and rows["hourly_revenue"] > 0, rows
+    totals = deltalake.DeltaTable(deployment.sinks["user_totals"].path).to_pyarrow_table().to_pylist()
+    extreme = next(r for r in totals if r["user_id"] == "u-extreme")
+    assert (extreme["first_event_time"].year, extreme["last_event_time"].year) == (1600, 2300), extreme
     for name, sink in deployment.sinks.items():
         protocol = deltalake.DeltaTable(sink.path).protocol()
         assert "deletionVectors" not in (protocol.reader_features or []), name
