@@ -173,7 +173,7 @@ def _unavailable(handle: StateHandle, table_url: str, why: str) -> SnapshotUnava
 def _unclaimed(metadata: CheckpointMetadata, handle: StateHandle) -> UnclaimedStateError:
     return UnclaimedStateError(
         f"Checkpoint {metadata.checkpoint_id} holds state {handle.key} that no current state descriptor claims.",
-        action="declare that state again, or restore with allow_non_restored_state=True to drop it.",
+        action="declare that state again, or restore with --allow-non-restored-state (allow_non_restored_state=True) to drop it.",
         state=handle.key, checkpoint_id=metadata.checkpoint_id,
     )
 
@@ -183,7 +183,7 @@ def _incompatible(metadata: CheckpointMetadata, target: StateTarget, comparison:
         f"State {target.key} in checkpoint {metadata.checkpoint_id} cannot be migrated to its current descriptor: "
         f"column {comparison.column} {comparison.problem}.",
         action="only nullable fields may be added to a state's schema; restore with the previous descriptor, "
-        "or give the changed state a new name (its old state is then dropped with allow_non_restored_state=True), "
+        "or give the changed state a new name (its old state is then dropped with --allow-non-restored-state), "
         "or rewrite the state into a new savepoint (State Processor API).",
         state=target.key, column=comparison.column, checkpoint_id=metadata.checkpoint_id,
     )

@@ -75,7 +75,7 @@ class StateTarget:
                 f"State {self.key} was checkpointed as {handle.kind.value} {handle.state_type} state; "
                 f"the current descriptor declares {expected_kind.value} {expected_type} state.",
                 action="keep the state's type, or give the new state another name "
-                "(the old one is then dropped with allow_non_restored_state=True).",
+                "(the old one is then dropped with --allow-non-restored-state).",
                 state=self.key,
             )
 
