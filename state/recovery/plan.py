@@ -173,7 +173,8 @@ def _unavailable(handle: StateHandle, table_url: str, why: str) -> SnapshotUnava
 def _unclaimed(metadata: CheckpointMetadata, handle: StateHandle) -> UnclaimedStateError:
     return UnclaimedStateError(
         f"Checkpoint {metadata.checkpoint_id} holds state {handle.key} that no current state descriptor claims.",
-        action="declare that state again, or restore with --allow-non-restored-state (allow_non_restored_state=True) to drop it.",
+        action="declare that state again, or restore with --allow-non-restored-state "
+        "(allow_non_restored_state=True) to drop it.",
         state=handle.key, checkpoint_id=metadata.checkpoint_id,
     )
 
