@@ -60,6 +60,8 @@ def goto(page, url: str) -> None:
 
 def dismiss_welcome(page) -> None:
     """A fresh instance greets the first visit with a "Join the Dagster community" dialog: skip it."""
+    if getattr(page, "_welcome_skipped", False):  # Dagster remembers it (local storage): no five-second wait again
+        return
     skip = page.get_by_role("button", name="Skip")
     try:
         skip.wait_for(state="visible", timeout=5_000)
@@ -67,6 +69,7 @@ def dismiss_welcome(page) -> None:
         return
     skip.click()
     skip.wait_for(state="hidden", timeout=10_000)
+    page._welcome_skipped = True
 
 
 def settle(page, ms: int = 1500) -> None:
