@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from epochal.config.errors import ConfigError, ConfigIssue, issues_from_validation, unknown_key_message
 from epochal.config.models import Settings, path_keys, section_model
+from epochal.config.paths import url_scheme
 
 ENV_PREFIX = "EPOCHAL__"
 ENV_DELIMITER = "__"
@@ -347,5 +348,25 @@ def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | No
     base = file_path.absolute().parent if file_path is not None else cwd
     per_key = {key: cwd for key in path_keys() if _covered(tuple(key.split(".")), overrides.sources)}
     resolved = settings.resolve_paths(base, per_key=per_key)
+    if blocked := _files_in_the_way(resolved, locate):
+        raise ConfigError.from_issues(blocked)
     resolved._origin = source
     return resolved
+
+
+def _files_in_the_way(settings: Settings, locate) -> list[ConfigIssue]:
+    """A local folder setting whose path, or a parent of it, is a file: every write under it would fail later,
+    half-way through a run, with the operating system's bare "Not a directory"."""
+    issues = []
+    for key in path_keys():
+        value = settings.get(key)
+        if not isinstance(value, str) or url_scheme(value) not in (None, "file", "local"):
+            continue
+        path = Path(value.split("://", 1)[1] if "://" in value else value)
+        blocking = next((p for p in (path, *path.parents) if p.exists() or p.is_symlink()), None)
+        if blocking is not None and not blocking.is_dir():
+            what = "is a file" if blocking == path else f"is under {blocking}, which is a file"
+            file, line = locate(tuple(key.split(".")))
+            issues.append(ConfigIssue(f"{what}, not a folder: give a folder",
+                                      key=key, value=value, source=file, line=line))
+    return issues
