@@ -64,11 +64,12 @@ def plan_restore(metadata: CheckpointMetadata, metadata_path: str, options: Rest
     """Check every handle of a checkpoint against storage and the targets; change nothing."""
     states: list[PlannedState] = []
     not_restored: list[str] = []
+    if options.targets is not None and not options.allow_non_restored_state:
+        if unclaimed := [h for h in metadata.handles if h.key not in options.targets]:
+            raise _unclaimed(metadata, unclaimed)
     for handle in metadata.handles:
         target = None if options.targets is None else options.targets.get(handle.key)
         if options.targets is not None and target is None:
-            if not options.allow_non_restored_state:
-                raise _unclaimed(metadata, handle)
             not_restored.append(handle.key)
             continue
         states.append(_plan_state(handle, metadata, metadata_path, target, options))
@@ -170,12 +171,13 @@ def _unavailable(handle: StateHandle, table_url: str, why: str) -> SnapshotUnava
     )
 
 
-def _unclaimed(metadata: CheckpointMetadata, handle: StateHandle) -> UnclaimedStateError:
+def _unclaimed(metadata: CheckpointMetadata, handles: list[StateHandle]) -> UnclaimedStateError:
+    keys = [h.key for h in handles]
     return UnclaimedStateError(
-        f"Checkpoint {metadata.checkpoint_id} holds state {handle.key} that no current state descriptor claims.",
-        action="declare that state again, or restore with --allow-non-restored-state "
-        "(allow_non_restored_state=True) to drop it.",
-        state=handle.key, checkpoint_id=metadata.checkpoint_id,
+        f"Checkpoint {metadata.checkpoint_id} holds state {', '.join(keys)} that no current state descriptor claims.",
+        action=f"declare {'that state' if len(keys) == 1 else 'those states'} again, or restore with "
+        f"--allow-non-restored-state (allow_non_restored_state=True) to drop {'it' if len(keys) == 1 else 'them'}.",
+        state=keys[0], states=keys, checkpoint_id=metadata.checkpoint_id,
     )
 
 
