@@ -13,6 +13,7 @@ from typing import Optional
 
 import dagster as dg
 
+from epochal.orchestration import console
 from epochal.orchestration.assets import CHECKPOINT, DEPLOYMENT_TAG, POOL
 from epochal.orchestration.epoch import mark_out_of_date, operator_failure
 from epochal.orchestration.metadata import restore_metadata
@@ -62,6 +63,7 @@ def restore_state(context: dg.OpExecutionContext, config: RestoreConfig, epochal
         raise operator_failure(exc, RESTORE_HINT) from exc
     runner.d.coordinator.failures.reset()
     what = "latest checkpoint" if pointer is None else f"{'savepoint' if config.savepoint else 'checkpoint'} {pointer}"
+    context.log.info(console.restore(result.to_dict()))  # what `epochal restore` prints
     meta = restore_metadata(result, f"restore of the {what}")
     for name in _state_assets(runner):
         context.log_event(dg.AssetObservation(name, partition=result.partition, metadata=meta))
@@ -96,6 +98,8 @@ def take_savepoint(context: dg.OpExecutionContext, config: SavepointConfig, epoc
         "epoch": dg.MetadataValue.int(int(result["epoch"])),
         "path": dg.MetadataValue.path(str(result["path"])),
     }
+    context.log.info(f"savepoint {result['name']} (id {result['id']}) of epoch {result['epoch']} "
+                     f"({result['partition']}): {result['path']}")
     context.log_event(dg.AssetObservation(CHECKPOINT, partition=result["partition"], metadata=meta))
     return result
 

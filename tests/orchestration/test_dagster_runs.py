@@ -145,11 +145,13 @@ def test_backfill_restores_then_replays_in_order_and_restore_savepoint_jobs_reco
         assert saved.success
         path = saved.output_for_node("take_savepoint")["path"]
         assert Path(path.removeprefix("file://").removeprefix("file:"), "_metadata").exists()
+        assert any(m.startswith("savepoint before-rollback (id ") and m.endswith(path) for m in _logged(instance, saved))
 
         restored = defs.resolve_job_def("restore").execute_in_process(
             instance=instance, run_config={"ops": {"restore_state": {"config": {"checkpoint": 1}}}})
         assert restored.success
         assert _totals(spark, config) == _expected(1)
+        assert any(m.startswith("restored checkpoint 1 (epoch ") for m in _logged(instance, restored))
         events = instance.fetch_observations(dg.AssetKey("sum"), limit=10).records
         assert any(r.asset_observation.metadata["action"].value.startswith("restore of the checkpoint 1") for r in events)
 
@@ -157,6 +159,11 @@ def test_backfill_restores_then_replays_in_order_and_restore_savepoint_jobs_reco
             instance=instance, run_config={"ops": {"restore_state": {"config": {"savepoint": path}}}})
         assert back.success
         assert _totals(spark, config) == {**_expected(3), "e": 4}
+
+
+def _logged(instance, result) -> list[str]:
+    """The messages the run's ops logged (``context.log``)."""
+    return [e.user_message for e in instance.all_logs(result.run_id) if e.dagster_event is None]
 
 
 def test_a_manual_run_clears_a_failed_pipeline(deployment):
