@@ -267,6 +267,11 @@ def cmd_savepoint(args) -> Any:
 
 
 def cmd_restore(args) -> Any:
+    if args.checkpoint is not None and not _reads_as_checkpoint(args.checkpoint):
+        raise CliError(
+            f"--checkpoint {args.checkpoint!r} is not a checkpoint id: give an id or chk-<id> "
+            "(see `epochal checkpoints list`), or --savepoint PATH for a savepoint"
+        )
     if args.savepoint is not None and _reads_as_checkpoint(args.savepoint):
         raise CliError(
             f"--savepoint {args.savepoint!r} names a checkpoint, not a savepoint: "

@@ -53,3 +53,10 @@ def test_restore_savepoint_refuses_a_checkpoint_pointer(pointer, capsys) -> None
     assert main(["restore", "--savepoint", pointer, "--config", "/nonexistent.yaml"]) != 0
     err = capsys.readouterr().err
     assert "names a checkpoint, not a savepoint" in err and "--checkpoint 3" in err
+
+
+@pytest.mark.parametrize("pointer", ["abc", "before-upgrade", "savepoints/x"])
+def test_restore_checkpoint_refuses_what_is_not_a_checkpoint_id(pointer, capsys) -> None:
+    assert main(["restore", "--checkpoint", pointer, "--config", "/nonexistent.yaml"]) != 0
+    err = capsys.readouterr().err
+    assert "is not a checkpoint id" in err and "--savepoint" in err
