@@ -209,6 +209,7 @@ def _checkpoint_row(key: Callable[[int], str], c) -> dict[str, Any]:
         "partition": key(int(m.epoch)),
         "status": c.status.value if hasattr(c.status, "value") else str(c.status),
         "kind": m.kind.value,
+        "name": m.savepoint_name,  # a savepoint's (None for a checkpoint)
         "created": m.completed_at.isoformat(),
         "duration_s": m.duration_s,
         "state_rows": m.state_rows,
@@ -233,20 +234,19 @@ def _reset_failures(settings) -> dict[str, Any]:
 def _checkpoint_view(settings) -> tuple[Any, Callable[[Any], Any], Callable[[int], str]]:
     """The completed-checkpoint store, a resolver and partition keys, read without Spark (no JVM is started).
 
-    A store that lists nothing may have been lost: then the deployment is opened as a run opens it (with
-    Spark), which registers the savepoints left under ``savepoints/`` again.
+    A store that lists nothing may have been lost: the savepoints left under ``savepoints/`` are registered
+    again, as a run's coordinator does (by delta-rs; a fresh deployment or a mistyped folder has none).
     """
     from epochal.pipeline.partitions import Partitioning
     from epochal.state.checkpoint.resolve import CheckpointResolver
     from epochal.state.checkpoint.storage import CheckpointStorage
     from epochal.state.checkpoint.store import DeltaCompletedCheckpointStore
+    from epochal.state.checkpoint.survivors import rebuild_store
 
     storage = CheckpointStorage(settings.checkpoints.dir, settings.checkpoints.savepoints_dir)
     store = DeltaCompletedCheckpointStore(None, storage.completed_store_url, settings.checkpoints.retain)
-    if store.known_ids():
-        return store, CheckpointResolver(storage, store).resolve, Partitioning.from_settings(settings.partitions).key
-    d = _runner(settings).d
-    return d.coordinator.store, d.coordinator.resolve, d.partitioning.key
+    rebuild_store(storage, store)
+    return store, CheckpointResolver(storage, store).resolve, Partitioning.from_settings(settings.partitions).key
 
 
 def cmd_checkpoints(args) -> Any:

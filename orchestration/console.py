@@ -72,7 +72,7 @@ def _when(text: str | None) -> str:
 def checkpoints(document: dict[str, Any]) -> str:
     """``epochal checkpoints list``: one line per retained checkpoint and savepoint, oldest first."""
     rows = [
-        [c["id"], c["kind"], c["status"], c["epoch"], c["partition"], _when(c["created"]), seconds(c["duration_s"]),
+        [c["id"], f"{c['kind']} {c['name']}" if c.get("name") else c["kind"], c["status"], c["epoch"], c["partition"], _when(c["created"]), seconds(c["duration_s"]),
          c["state_rows"], size(c["state_bytes"]), size(c["bytes_written"]), c["parallelism"], c["metadata_path"]]
         for c in document["checkpoints"]
     ]

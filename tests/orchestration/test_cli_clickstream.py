@@ -127,6 +127,24 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
                 if (h["stage"], h["state"]) == ("dedupe", "seen"))
     pinned = spark.read.format("delta").option("versionAsOf", seen["version"]).load(seen["table_path"]).collect()
     assert _as_printed(at["rows"]) == _as_printed(r.asDict(recursive=True) for r in pinned)
+    _list_a_lost_store_and_a_missing_folder(deployment)
+
+
+def _list_a_lost_store_and_a_missing_folder(config: Path) -> None:
+    """``checkpoints list`` without a JVM where the completed-checkpoint store lists nothing: a copy of the
+    checkpoints whose store was lost lists the savepoint left (registered again, by delta-rs); a folder that
+    does not exist (a fresh deployment, a typo) lists nothing."""
+    import shutil
+
+    settings = yaml.safe_load(config.read_text())
+    copy = config.parent / "lost-store"
+    shutil.copytree(settings["checkpoints"]["dir"], copy / "checkpoints")
+    shutil.rmtree(copy / "checkpoints" / "_completed")
+    for folder, names in ((copy / "checkpoints", ["before-restore"]), (copy / "not-there", [])):
+        other = copy / f"{folder.name}.yaml"
+        other.write_text(yaml.safe_dump({**settings, "checkpoints": {**settings["checkpoints"], "dir": str(folder)}}))
+        listed = _ok(_epochal(other, "checkpoints", "list", env=NO_JVM))["checkpoints"]
+        assert [c.get("name") for c in listed] == names, listed
 
 
 def _check_text_views(config: Path, listed: list[dict], inspected: dict) -> None:
