@@ -231,7 +231,8 @@ class Recovery:
         for entry in store.all():
             if not entry.is_savepoint and (epoch is None or int(entry.metadata.epoch) > epoch):
                 log.warning("removing checkpoint %s (epoch %s): the state and the sinks were rewound to %s",
-                            int(entry.checkpoint_id), int(entry.metadata.epoch), epoch)
+                            int(entry.checkpoint_id), int(entry.metadata.epoch),
+                            "empty state" if epoch is None else f"epoch {epoch}")
                 self.d.fence(f"remove checkpoint {int(entry.checkpoint_id)}")
                 store.remove(int(entry.checkpoint_id))
 

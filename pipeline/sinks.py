@@ -180,7 +180,13 @@ class DeltaSink:
         from epochal.state.delta.log import DeltaLog
         from epochal.state.delta.restore import restore_to_version
 
-        if position is None or not same_location(position.table_path, self.path) or not delta_io.is_delta_table(self.path):
+        if position is None:
+            return False
+        if not same_location(position.table_path, self.path):
+            log.warning("sink %s: the snapshot recorded another table, %s (a savepoint of another deployment), not %s; "
+                        "rewinding it by content instead", self.spec.name, position.table_path, self.path)
+            return False
+        if not delta_io.is_delta_table(self.path):
             return False
         if position.version is None:  # the table was created after the checkpoint: it held nothing then
             return False

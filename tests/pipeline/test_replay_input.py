@@ -85,7 +85,7 @@ def test_a_replay_whose_input_changed_stops_and_a_backfill_replans(spark, tmp_pa
     assert {r.key: r.total for r in runner.d.sinks["totals"].read().collect()} == {"a": 11, "b": 2, "c": 99}
 
 
-def test_sinks_keep_delta_defaults_and_a_restore_after_vacuum_rewinds_by_content(spark, tmp_path, toy_registered):
+def test_sinks_keep_delta_defaults_and_a_restore_after_vacuum_rewinds_by_content(spark, tmp_path, toy_registered, caplog):
     landing = tmp_path / "landing"
     for hour, rows in enumerate([[("a", 1)], [("a", 10), ("b", 2)], [("b", 5)]]):
         toy.write_hour(landing, hour, rows)
@@ -102,7 +102,11 @@ def test_sinks_keep_delta_defaults_and_a_restore_after_vacuum_rewinds_by_content
     finally:
         spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
     first = min(e.checkpoint_id for e in runner.d.coordinator.store.all())
-    restored = runner.restore(first)
+    with caplog.at_level("WARNING", logger="epochal"):
+        restored = runner.restore(first)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("sink ")]
+    assert len(said) == 1 and said[0].startswith("sink totals: cannot restore ") and said[0].endswith(
+        "rewinding it by content instead"), said  # the warning docs/operations.md promises
     # the upsert sink's MERGEs rewrote its files (vacuumed: rewound by content); the append-only log kept them
     assert (restored.sinks_by_content, restored.sinks_by_version) == (("totals",), ("log",))
     assert {r.key: r.total for r in sinks["totals"].read().collect()} == {"a": 1}

@@ -30,13 +30,16 @@ def test_an_upsert_sink_deletes_the_keys_its_input_marks_and_a_replay_changes_no
     assert _rows(sink) == {"b": 5}
 
 
-def test_restoring_a_recorded_version_is_one_commit_and_a_foreign_position_is_refused(spark, tmp_path):
+def test_restoring_a_recorded_version_is_one_commit_and_a_foreign_position_is_refused(spark, tmp_path, caplog):
     sink = DeltaSink(spark, str(tmp_path / "wh"), SinkSpec("totals", "s.out", SinkMode.UPSERT, SCHEMA, keys=("key",)))
     sink.write(spark.createDataFrame([("a", 1)], SCHEMA), 0)
     at_zero = sink.position()
     sink.write(spark.createDataFrame([("a", 7), ("b", 1)], SCHEMA), 1)
     other = DeltaSink(spark, str(tmp_path / "elsewhere"), sink.spec)
-    assert not other.restore_version(at_zero)  # another deployment's table: rewound by content instead
+    with caplog.at_level("WARNING", logger="epochal"):
+        assert not other.restore_version(at_zero)  # another deployment's table: rewound by content instead
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == ["sink totals: the snapshot recorded another table"]
+    assert str(tmp_path / "wh") in caplog.text and "rewinding it by content instead" in caplog.text  # with a warning
     assert sink.restore_version(at_zero)
     assert _rows(sink) == {"a": 1}
     assert sink.position().version == at_zero.version + 2
