@@ -54,9 +54,11 @@ class HourlyFolderSource:
 
     An hour folder holding files but none that match (``part-0.json`` for ``*.jsonl``) fails the plan, naming them:
     the epoch would be empty and done, and those files never read. Files that do not match beside files that do
-    are not read, and a warning names them. A file directly in a day folder of the window (in no hour folder), or
-    a file to read whose name holds a glob character (``*?[]{}\\``) or a ``:`` (Spark would read it as a pattern
-    or a URI, not as named), fails the plan too, naming it."""
+    are not read, and a warning names them. A file directly in a day folder of the window (in no hour folder), a
+    folder there holding files but not named ``hour=HH``, 00 to 23 (``hour=4``, ``hour=24``, ``tmp``), a folder in an
+    hour folder whose name matches ``pattern``, or a file to read whose name holds a glob character
+    (``*?[]{}\\``) or a ``:`` (Spark would read it as a pattern or a URI, not as named), fails the plan too,
+    naming it."""
 
     name: str
     landing: str
@@ -64,11 +66,12 @@ class HourlyFolderSource:
     pattern: str = "*.jsonl"
 
     def plan(self, info: EpochInfo) -> SourceBatch:
-        from epochal.pipeline.examples.clickstream.layout import day_folder_files, partition_listing
+        from epochal.pipeline.examples.clickstream.layout import day_folder_strays, partition_listing
 
-        found, ignored = partition_listing(self.landing, info.partition, self.pattern)
+        found, ignored, folders = partition_listing(self.landing, info.partition, self.pattern)
         files = tuple(found)
-        self._refuse_unread(info.partition, files, ignored, day_folder_files(self.landing, info.partition))
+        self._refuse_strays(info.partition, *day_folder_strays(self.landing, info.partition), folders)
+        self._refuse_unread(info.partition, files, ignored)
         if ignored:
             log.warning("source %r, partition %s: %d file(s) not matching %r are not read: %s", self.name,
                         info.partition, len(ignored), self.pattern, ", ".join(ignored[:5]))
@@ -81,9 +84,10 @@ class HourlyFolderSource:
             position={"partition": info.partition, "epoch": info.epoch, "files": list(files)},
         )
 
-    def _refuse_unread(self, partition: str, files: Sequence[str], ignored: list[str], loose: list[str]) -> None:
-        """Raise :class:`UnreadFilesError` if the epoch would be done without some of its files: files directly
-        in a day folder, in no hour; files none of which match the pattern; names Spark reads as a pattern."""
+    def _refuse_strays(self, partition: str, loose: list[str], misnamed: list[tuple[str, str]],
+                       folders: list[str]) -> None:
+        """Raise :class:`UnreadFilesError` if the epoch's day folders hold files outside any hour folder: directly,
+        or in a folder not named ``hour=HH`` (00 to 23); or if an hour folder holds a folder matching the pattern."""
         where = f"source {self.name!r}, partition {partition}"
         if loose:
             raise UnreadFilesError(
@@ -92,6 +96,25 @@ class HourlyFolderSource:
                 action="move them into the day folder's hour folder hour=HH of the UTC hour they belong to",
                 source=self.name, partition=partition, files=loose,
             )
+        if misnamed:
+            raise UnreadFilesError(
+                f"{where}: {len(misnamed)} folder(s) holding files in the day folder, not hour folders, whose files "
+                f"no partition reads: {_some([f'{path} ({why})' for path, why in misnamed])}",
+                action="rename or move them as said: an hour folder is named hour=HH, 00 to 23, its files' UTC hour",
+                source=self.name, partition=partition, files=[path for path, _ in misnamed],
+            )
+        if folders:
+            raise UnreadFilesError(
+                f"{where}: {len(folders)} folder(s) in an hour folder whose name matches {self.pattern!r}, which "
+                f"would be read as files: {_some(folders)}",
+                action="move the files they hold into the hour folder, or rename them",
+                source=self.name, partition=partition, files=folders,
+            )
+
+    def _refuse_unread(self, partition: str, files: Sequence[str], ignored: list[str]) -> None:
+        """Raise :class:`UnreadFilesError` if the epoch would be done without some of its files: files none of
+        which match the pattern; names Spark reads as a pattern."""
+        where = f"source {self.name!r}, partition {partition}"
         if ignored and not files:
             raise UnreadFilesError(
                 f"{where}: {len(ignored)} file(s) that do not match {self.pattern!r} and none that do, "

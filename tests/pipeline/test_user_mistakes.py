@@ -369,3 +369,60 @@ def test_a_file_directly_in_a_day_folder_fails_the_plan_of_every_partition_of_th
         "dt=2026-11-10/hour=03/part-0000.jsonl", "dt=2026-11-10/hour=03/part-0001.jsonl"]
     assert [Path(f).name for f in source.plan(hours.info(3)).files] == ["part-0000.jsonl", "part-0001.jsonl"]
     assert source.plan(hours.info(4)).files == ()
+
+
+@pytest.mark.parametrize(("folder", "why"), [
+    ("hour=4", "hour=4 is not an hour folder: name it hour=04"),
+    ("hour=24", "hour=24 is not an hour folder: hours run from hour=00 to hour=23 (UTC)"),
+    ("hour=4x", "hour=4x is not an hour folder: move its files into the hour=HH folder (00 to 23) of their UTC hour"),
+    ("tmp", "tmp is not an hour folder: move its files into the hour=HH folder (00 to 23) of their UTC hour")])
+def test_a_folder_of_a_day_folder_not_named_hour_hh_holding_files_fails_the_plan_naming_it(tmp_path, folder, why):
+    """Found from outside: ``dt=2026-11-10/hour=4/part-0000.jsonl`` (or ``hour=24``, ``hour=4x``, ``tmp``) was never
+    read and the epoch completed empty. Now the plan of every partition of that day fails naming the folder and what
+    is wrong; an empty such folder, or one holding only dot or underscore files, and ``_tmp`` folders are not
+    concerned."""
+    from datetime import datetime, timezone
+
+    from epochal import HourlyFolderSource
+    from epochal.config import Granularity
+    from epochal.pipeline.errors import UnreadFilesError
+    from epochal.pipeline.partitions import Partitioning
+
+    line = '{"key": "a", "n": 1}\n'
+    landing = _landing_with(tmp_path, {f"dt=2026-11-10/{folder}/part-0000.jsonl": line,
+                                       "dt=2026-11-10/_tmp/x.jsonl": line, "dt=2026-11-10/other/_SUCCESS": "",
+                                       "dt=2026-11-10/hour=03/part-0001.jsonl": line})
+    (landing / "dt=2026-11-10/empty").mkdir()
+    days = Partitioning(datetime(2026, 11, 10, tzinfo=timezone.utc), Granularity.DAILY)
+    hours = Partitioning(datetime(2026, 11, 10, tzinfo=timezone.utc), Granularity.HOURLY)
+    source = HourlyFolderSource("landing", str(landing))
+    for info in (days.info(0), hours.info(3), hours.info(4)):
+        with pytest.raises(UnreadFilesError, match=re.escape(
+                f"source 'landing', partition {info.partition}: 1 folder(s) holding files in the day folder, not hour "
+                f"folders, whose files no partition reads: {landing}/dt=2026-11-10/{folder} ({why})")) as raised:
+            source.plan(info)
+        assert raised.value.context["files"] == [f"{landing}/dt=2026-11-10/{folder}"]
+    (landing / f"dt=2026-11-10/{folder}/part-0000.jsonl").rename(landing / "dt=2026-11-10/hour=03/part-0000.jsonl")
+    assert [Path(f).name for f in source.plan(days.info(0)).files] == ["part-0000.jsonl", "part-0001.jsonl"]
+
+
+def test_a_folder_in_an_hour_folder_whose_name_matches_the_pattern_fails_the_plan_naming_it(tmp_path):
+    """Found from outside: a folder ``hour=00/batch.jsonl/`` was planned as a file to read. Now the plan fails naming
+    it; a folder whose name does not match stays a file not read (a warning), as before."""
+    from datetime import datetime, timezone
+
+    from epochal import HourlyFolderSource
+    from epochal.config import Granularity
+    from epochal.pipeline.errors import UnreadFilesError
+    from epochal.pipeline.partitions import Partitioning
+
+    hours = Partitioning(datetime(2026, 11, 1, tzinfo=timezone.utc), Granularity.HOURLY)
+    landing = _landing_with(tmp_path, {"dt=2026-11-01/hour=00/batch.jsonl/part-0.jsonl": '{"key": "a"}\n',
+                                       "dt=2026-11-01/hour=00/part-1.jsonl": '{"key": "b"}\n'})
+    source = HourlyFolderSource("landing", str(landing))
+    with pytest.raises(UnreadFilesError, match=re.escape(
+            "source 'landing', partition 2026-11-01-00:00: 1 folder(s) in an hour folder whose name matches '*.jsonl', "
+            f"which would be read as files: {landing}/dt=2026-11-01/hour=00/batch.jsonl")):
+        source.plan(hours.info(0))
+    (landing / "dt=2026-11-01/hour=00/batch.jsonl").rename(landing / "dt=2026-11-01/hour=00/batch")
+    assert [Path(f).name for f in source.plan(hours.info(0)).files] == ["part-1.jsonl"]
