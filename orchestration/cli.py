@@ -20,6 +20,54 @@ from epochal.orchestration import console
 log = logging.getLogger("epochal")
 
 
+class _UsageError(Exception):
+    """A usage error argparse found, raised out of the (sub)parser that found it to the root's ``parse_args``."""
+
+    def __init__(self, message: str, prog: str) -> None:
+        super().__init__(message)
+        self.message, self.prog = " ".join(message.split()), prog
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors fail like every other failure: one line on stderr (with the command whose ``--help`` to
+    read), and with ``--json`` the failure document on stdout; exit status 2. Subparsers are of this class too
+    (``add_subparsers`` makes them with ``type(self)``)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise _UsageError(message, self.prog)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            return super().parse_args(argv, namespace)
+        except _UsageError as exc:
+            prog = exc.prog if exc.prog != self.prog else _named_command(self, argv)
+            _fail(exc.message, "UsageError", _wants_json(argv), hint=f" (see {prog} --help)")
+            raise SystemExit(2) from None
+
+
+def _named_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """The deepest command ``argv`` names (``epochal run`` for ``run --bogus``): whose ``--help`` to read."""
+    for word in argv:
+        choices = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if choices is None:
+            break
+        parser = choices.get(word, parser)
+    return parser.prog
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    """``--json`` (or an abbreviation argparse accepts) among the arguments, even ones that did not parse."""
+    return any(word == "--json" or (len(word) > 3 and "--json".startswith(word)) for word in argv)
+
+
+def _fail(reason: str, error_type: str, as_json: bool, hint: str = "") -> None:
+    """A failure: one line on stderr; with ``--json`` also the failure document on stdout."""
+    print(f"epochal: error: {reason}{hint}", file=sys.stderr)
+    if as_json:  # --json: stdout is one JSON document, a failure's too
+        print(json.dumps({"ok": False, "error": reason, "error_type": error_type}))
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help="YAML configuration file")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON document on stdout")
@@ -75,7 +123,9 @@ def _verify_parser(sub) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="epochal", description="Checkpointed, stateful batch-incremental pipelines on Spark and Delta")
+    parser = _Parser(
+        prog="epochal", description="Checkpointed, stateful batch-incremental pipelines on Spark and Delta",
+    )
     _common(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -414,9 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line for the user, the trace in debug logs
         log.debug("failure", exc_info=True)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"epochal: error: {first}", file=sys.stderr)
-        if as_json:  # --json: stdout is one JSON document, a failure's too
-            print(json.dumps({"ok": False, "error": first, "error_type": type(exc).__name__}))
+        _fail(first, type(exc).__name__, as_json)
         return 1
     try:
         return _output(result, as_json, _command(args))

@@ -197,3 +197,23 @@ def test_cli_errors_are_one_line_and_fail_before_work(tmp_path):
     result = subprocess.run([EPOCHAL, "run", "--config", str(bad), "--json"], capture_output=True, text=True, timeout=120)
     failure = json.loads(result.stdout)
     assert result.returncode == 1 and failure["ok"] is False and "checkpoints.retian" in failure["error"], failure
+
+
+@pytest.mark.parametrize(("args", "reason", "command"), [
+    (["restore", "--parallelism", "abc"], "argument --parallelism: invalid int value: 'abc'", "epochal restore"),
+    (["state", "read", "dedupe", "seen", "--limit", "0"], "argument --limit: must be >= 1, not 0",
+     "epochal state read"),
+    (["run", "--bogus"], "unrecognized arguments: --bogus", "epochal run"),
+    (["checkpoints", "inspect"], "the following arguments are required: id", "epochal checkpoints inspect"),
+    (["savepoint", "--name", "../x"], "argument --name: Invalid savepoint name '../x'", "epochal savepoint"),
+], ids=["type", "range", "unknown-option", "missing-argument", "savepoint-name"])
+def test_cli_usage_errors_fail_like_any_other_failure(args, reason, command):
+    """argparse's own errors printed a usage block on stderr and nothing on stdout, even with --json."""
+    result = subprocess.run([EPOCHAL, *args], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == "", result
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"epochal: error: {reason}") and f"(see {command} --help)" in result.stderr
+    result = subprocess.run([EPOCHAL, *args, "--json"], capture_output=True, text=True, timeout=120)
+    failure = json.loads(result.stdout)
+    assert result.returncode == 2 and failure["ok"] is False and failure["error_type"] == "UsageError", failure
+    assert failure["error"].startswith(reason) and len(result.stderr.splitlines()) == 1, result.stderr
