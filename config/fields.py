@@ -39,6 +39,20 @@ Int = Annotated[int, BeforeValidator(reject_bool)]
 Float = Annotated[float, BeforeValidator(reject_bool)]
 
 
+def require_bool(value: Any) -> Any:
+    """Only a real boolean: YAML's ``true``/``false`` (an environment value is read as a YAML scalar too).
+
+    pydantic would also read ``yes``, ``on``, ``1``, ``off``, ``no``, ``0`` as booleans; YAML 1.2 keeps them
+    strings and numbers (docs/configuration.md, "YAML").
+    """
+    if not isinstance(value, bool):
+        raise ValueError("must be true or false")
+    return value
+
+
+Bool = Annotated[bool, BeforeValidator(require_bool)]
+
+
 # --------------------------------------------------------------------------- durations
 
 _UNITS: dict[str, float] = {

@@ -17,6 +17,7 @@ from typing import Any, TypeVar, get_args
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
 from epochal.config.fields import (
+    Bool,
     Float,
     Host,
     Int,
@@ -88,7 +89,7 @@ class SparkSettings(_Strict):
         ge=1,
         description="spark.sql.shuffle.partitions; null means max(parallelism, local cores).",
     )
-    ui_enabled: bool = Field(default=False, description="Start the Spark web UI.")
+    ui_enabled: Bool = Field(default=False, description="Start the Spark web UI.")
     driver_memory: JvmMemory = Field(default="2g", description="spark.driver.memory, e.g. 512m, 2g.")
     codegen_min_mb: Float = Field(
         default=8,
@@ -242,7 +243,7 @@ class DagsterSettings(_Strict):
     )
     webserver_host: Host = Field(default="127.0.0.1", description="Address `epochal ui` binds the webserver to.")
     webserver_port: Int = Field(default=3000, ge=1, le=65535, description="Port of the Dagster webserver.")
-    schedule_enabled: bool = Field(default=True, description="Start the per-window schedule running.")
+    schedule_enabled: Bool = Field(default=True, description="Start the per-window schedule running.")
     savepoint_every_checkpoints: Int | None = Field(
         default=None, ge=1,
         description="The savepoint sensor takes a savepoint every N completed checkpoints; null: only on request or code change.",
