@@ -450,6 +450,8 @@ class CheckpointCoordinator:
         if checkpoint is not None:
             restore_hooks(self._hooks, checkpoint.checkpoint_id, checkpoint.metadata.hook_states,
                           allow_non_restored_state=allow_non_restored_state)
+            if (advance := getattr(self._ids, "advance_past", None)) is not None:
+                advance(int(checkpoint.checkpoint_id))  # the next checkpoint's id comes after the restored one's
         return checkpoint
 
 

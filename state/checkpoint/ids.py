@@ -58,6 +58,11 @@ class InMemoryIdCounter:
     def last_id(self) -> CheckpointId | None:
         return CheckpointId(self._next - 1) if self._next > FIRST_ID else None
 
+    def advance_past(self, checkpoint_id: int) -> None:
+        """Every later id is above ``checkpoint_id`` (see :meth:`FileIdCounter.advance_past`)."""
+        with self._lock:
+            self._next = max(self._next, int(checkpoint_id) + 1)
+
 
 class FileIdCounter:
     """A durable counter safe across processes: one claim file per id under ``directory_url``."""
@@ -84,6 +89,15 @@ class FileIdCounter:
     def last_id(self) -> CheckpointId | None:
         highest = self._highest_claimed()
         return CheckpointId(highest) if highest >= FIRST_ID else None
+
+    def advance_past(self, checkpoint_id: int) -> None:
+        """Every later id is above ``checkpoint_id``: after a restore of it, as Flink's coordinator sets its counter
+        past a restored checkpoint's or savepoint's id. A savepoint of another deployment keeps its own id, and
+        this deployment's next checkpoint must not take it (one id, two snapshots, in the lineage and the logs)."""
+        with self._lock:
+            if self._highest_claimed() < int(checkpoint_id):
+                self._claim(int(checkpoint_id))  # taken by a concurrent claimer instead: as good
+            self._last = max(self._last or FIRST_ID - 1, int(checkpoint_id))
 
     def prune(self) -> list[int]:
         """Delete every claim below the highest (which keeps the counter where it is); return their ids.

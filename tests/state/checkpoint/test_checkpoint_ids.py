@@ -92,3 +92,26 @@ def test_concurrent_threads_on_two_counters_never_get_the_same_id(tmp_path) -> N
     every = [i for batch in batches for i in batch]
     assert sorted(every) == list(range(1, 201)), "unique and contiguous"
     assert all(batch == sorted(batch) for batch in batches), "increasing for each caller"
+
+
+def test_advancing_past_a_restored_id_moves_every_counter_on_that_location(make_counter) -> None:
+    """After a restore of checkpoint or savepoint 7 (another deployment's savepoint keeps its id), no later
+    checkpoint takes 7 or below: Flink sets its counter past the restored id. Advancing backwards changes nothing."""
+    first, second = make_counter(), make_counter()
+    assert first.next_id() == 1
+    first.advance_past(7)
+    assert first.next_id() == 8 and second.next_id() == 9
+    second.advance_past(3)
+    assert [first.next_id(), second.next_id()] == [10, 11]
+
+
+def test_a_restore_advances_the_coordinators_counter(tmp_path) -> None:
+    from epochal.state.checkpoint.coordinator import CheckpointCoordinator
+
+    counter = InMemoryIdCounter()
+    restored = type("Restored", (), {"checkpoint_id": 12, "metadata": type("M", (), {"hook_states": {}})()})()
+    coordinator = CheckpointCoordinator.__new__(CheckpointCoordinator)
+    coordinator._pending, coordinator._hooks, coordinator._ids = {}, [], counter
+    coordinator._resolver = type("Resolver", (), {"resolve": staticmethod(lambda pointer: restored)})()
+    assert coordinator.restore("/elsewhere/savepoints/sp") is restored
+    assert counter.next_id() == 13
