@@ -35,8 +35,10 @@ import contextlib
 import functools
 import logging
 import os
+import signal
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -48,6 +50,7 @@ from epochal.pipeline.errors import ConcurrentRunError, PipelineError
 from epochal.state.checkpoint.clock import Clock
 from epochal.state.errors import CheckpointNotFound, WriterFenced
 from epochal.state.checkpoint.storage import CheckpointStorage
+from epochal.state.session import DRIVER_PID_ENV
 
 log = logging.getLogger("epochal.lease")
 
@@ -101,6 +104,33 @@ def process_alive(pid: int | None) -> bool:
         return state not in (b"Z", b"X")
     except (OSError, IndexError):
         return True
+
+
+def stop_orphans(driver_pid: int, *, wait_s: float = 30.0) -> list[int]:
+    """Kill the processes a dead driver left on this host (its Spark JVM, PySpark's workers: their environment
+    names it, :data:`DRIVER_PID_ENV`) and wait until they are gone; return their ids.
+
+    A driver killed by SIGKILL takes its JVM down only when the JVM notices (a few seconds): a Delta commit the
+    JVM was making could land after the next run restored the tables, an epoch's rows twice. Linux (``/proc``)."""
+    marker = f"{DRIVER_PID_ENV}={driver_pid}".encode()
+    found = []
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                if marker in handle.read().split(b"\0"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    for pid in found:
+        log.warning("stopping process %s, left running by the dead driver %s (its Spark JVM or a worker)", pid, driver_pid)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while any(process_alive(pid) for pid in found) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
 
 
 class DeploymentLease:
@@ -255,6 +285,8 @@ class DeploymentLease:
         if previous is not None and not previous.released:
             why = "expired" if previous.expires_at <= record.acquired_at else "its process is gone"
             log.warning("taking over the stale lease on %s (%s): %s", self._dir, why, previous.describe())
+            if previous.host == self._host and previous.pid is not None and not process_alive(previous.pid):
+                stop_orphans(previous.pid)
         self._record, self._lost = record, None
         for name in self._storage.list_names(self._dir):
             stem = name.removesuffix(".json")

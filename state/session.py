@@ -76,6 +76,11 @@ SESSION_DEFAULTS = {
 }
 
 
+#: Set in the driver's environment before its JVM starts, which inherits it: the driver's process id. A driver
+#: killed by SIGKILL leaves its JVM running for a few seconds, maybe in the middle of a Delta commit; the next
+#: run on the host finds that JVM by it and stops it before it takes over the deployment (pipeline/lease.py).
+DRIVER_PID_ENV = "EPOCHAL_DRIVER_PID"
+
 #: HotSpot's C1 compiler alone, with the code cache tiered compilation would have (C1 alone gets 48 MB,
 #: which an epoch of the example fills: its sweeper then flushes and recompiles).
 QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
@@ -267,6 +272,7 @@ def build_spark_session(
     for key, value in conf.items():
         builder = builder.config(key, value)
     preload = _preload_while_the_jvm_starts()
+    os.environ[DRIVER_PID_ENV] = str(os.getpid())  # the JVM's environment names its driver (see the constant)
     with _jvm_stdout_to_stderr():
         spark = builder.getOrCreate()
     if preload is not None:

@@ -135,3 +135,32 @@ def test_processes_racing_for_the_lease_exactly_one_wins(tmp_path) -> None:
         worker.join(timeout=60)
         assert worker.exitcode == 0
     assert outcomes == ["held"] + ["refused"] * (count - 1)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the orphans through /proc")
+def test_taking_over_from_a_dead_holder_stops_the_processes_it_left(storage, caplog) -> None:
+    """A driver killed by SIGKILL leaves its Spark JVM running a few seconds (maybe in a Delta commit): the next
+    holder on the host stops every process whose environment names the dead driver, and only those."""
+    clock, dead = ManualClock(), _dead_pid()
+    env = {**os.environ, "EPOCHAL_DRIVER_PID": str(dead)}
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=env)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                                 env={**os.environ, "EPOCHAL_DRIVER_PID": str(os.getpid())})
+    try:
+        _lease(storage, clock, pid=dead).acquire("run")
+        with caplog.at_level(logging.WARNING, logger="epochal.lease"):
+            _lease(storage, clock).acquire("run")
+        assert orphan.wait(timeout=30) == -9, "the dead driver's process was stopped"
+        assert bystander.poll() is None, "another driver's process was left alone"
+        assert f"stopping process {orphan.pid}, left running by the dead driver {dead}" in caplog.text
+    finally:
+        for process in (orphan, bystander):
+            process.kill()
+            process.wait()
+
+
+def test_the_driver_jvm_names_its_driver(spark) -> None:
+    """The session's JVM inherited the variable that names this process (state/session.py)."""
+    jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    with open(f"/proc/{jvm_pid}/environ", "rb") as handle:
+        assert f"EPOCHAL_DRIVER_PID={os.getpid()}".encode() in handle.read().split(b"\0")
