@@ -75,9 +75,13 @@ class CheckpointResolver:
     def _committed(self, checkpoint_id: int, found: CheckpointPointer) -> CompletedCheckpoint:
         entry = self._store.get(checkpoint_id)
         if entry is None:
+            known = [int(i) for i in self._store.known_ids()]
+            why = (f"no checkpoint {checkpoint_id} was completed yet (the newest is {max(known)})"
+                   if known and checkpoint_id > max(known) else
+                   "it failed, its completion was interrupted, or it was released long ago and the store forgot it "
+                   "(it remembers the last released ones)" if known else "the store holds no checkpoint")
             raise CheckpointNotFound(
-                f"Checkpoint {checkpoint_id} ({found.metadata_path}) was never committed to the completed-checkpoint "
-                "store (it failed, or its completion was interrupted).",
+                f"Checkpoint {checkpoint_id} ({found.metadata_path}) is not in the completed-checkpoint store: {why}.",
                 action=_LIST, pointer=found.pointer, checkpoint_id=checkpoint_id,
             )
         if not entry.status.restorable:

@@ -92,12 +92,16 @@ def test_crash_at_each_completion_step(durable: Durable, monkeypatch, step: str,
 
     restarted = durable.coordinator()
     if not committed:
-        with pytest.raises(CheckpointNotFound, match="Checkpoint 2 .* was never committed"):
+        with pytest.raises(CheckpointNotFound, match=r"Checkpoint 2 .* is not in the completed-checkpoint store: no "
+                                                      r"checkpoint 2 was completed yet \(the newest is 1\)"):
             restarted.resolve(2)
     restored = restarted.restore()
     assert restored.checkpoint_id == (2 if committed else 1)
     _, ack = run_epoch(restarted, restored.epoch + 1)
     assert ack.completion.completed.checkpoint_id == 3, "ids are never reused after a crash"
+    if not committed:
+        with pytest.raises(CheckpointNotFound, match="Checkpoint 2 .*: it failed, its completion was interrupted"):
+            restarted.resolve(2)
     assert [c.checkpoint_id for c in durable.store.all()] == ([2, 3] if committed else [1, 3])
     assert_store_sound(durable)
 
@@ -128,7 +132,7 @@ def test_store_failure_before_commit_leaves_an_uncommitted_folder() -> None:
     assert ack.completion.failure.reason is Reason.FINALIZE_FAILED
     assert durable.storage.exists(durable.storage.metadata_path(2)), "files are never deleted by the coordinator"
     assert durable.store.latest().checkpoint_id == 1
-    with pytest.raises(CheckpointNotFound, match="was never committed"):
+    with pytest.raises(CheckpointNotFound, match="is not in the completed-checkpoint store: no checkpoint 2 was"):
         coordinator.resolve("chk-2")
     coordinator.trigger(2, TASKS)  # checkpoint 3, pending: a stage writes a full copy into its folder
     durable.storage.write_atomic(durable.storage.child("chk-3", "dedupe.parquet"), b"x")
