@@ -79,7 +79,7 @@ class CheckpointResolver:
             why = (f"no checkpoint {checkpoint_id} was completed yet (the newest is {max(known)})"
                    if known and checkpoint_id > max(known) else
                    "it failed, its completion was interrupted, or it was released long ago and the store forgot it "
-                   "(it remembers the last released ones)" if known else "the store holds no checkpoint")
+                   "(it remembers the last released ones)" if known else "it was never completed (the store holds none)")
             raise CheckpointNotFound(
                 f"Checkpoint {checkpoint_id} ({found.metadata_path}) is not in the completed-checkpoint store: {why}.",
                 action=_LIST, pointer=found.pointer, checkpoint_id=checkpoint_id,

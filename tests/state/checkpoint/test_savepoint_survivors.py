@@ -75,7 +75,8 @@ def test_a_savepoint_still_marked_in_progress_and_an_uncommitted_checkpoint_stay
     assert rebuild_store(storage, InMemoryCompletedCheckpointStore()) == []
     storage.delete_tree(f"{kept.location}/{SAVEPOINT_IN_PROGRESS}")
     storage.write_atomic(storage.metadata_path(3), storage.read(kept.metadata_path))  # a chk-3 never committed
-    with pytest.raises(CheckpointNotFound, match="never committed"):
+    with pytest.raises(CheckpointNotFound, match=r"is not in the completed-checkpoint store: it was never completed "
+                                                  r"\(the store holds none\)"):
         resolver.resolve("chk-3")
 
 
