@@ -118,12 +118,11 @@ def day_folder_strays(landing: str, key: str) -> tuple[list[str], list[tuple[str
             continue
         for entry in sorted(entries, key=lambda e: e["name"]):
             path, name = entry["name"], _name(entry["name"])
-            mistake = hour_folder_mistake(name)
             if name.startswith((".", "_")):  # never data, as for Spark's own listings
                 continue
             if entry.get("type") != "directory":
                 loose.append(path)
-            elif mistake and _holds_data(fs, path):
+            elif (mistake := hour_folder_mistake(name)) and _holds_data(fs, path):
                 misnamed.append((path, mistake))
     paths = _as_given(fs, landing, [path for path, _ in misnamed])
     return _as_given(fs, landing, loose), [(path, why) for path, (_, why) in zip(paths, misnamed)]
