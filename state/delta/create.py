@@ -48,6 +48,8 @@ LEGACY_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
 #: Types that need no table feature (``timestamp_ntz`` and ``variant`` do; ``void``, intervals are refused).
 PLAIN_TYPES = frozenset({"string", "binary", "boolean", "byte", "short", "integer", "long", "float", "double",
                          "date", "timestamp"})
+#: The bins of Delta's histogram of deleted-record counts per file (``DeletedRecordCountsHistogramUtils``).
+DELETED_RECORD_BINS = 10
 _DECIMAL = re.compile(r"decimal\(\d+,\s*\d+\)")
 #: Characters Delta refuses in a column name without column mapping.
 _BAD_NAME = re.compile(r"[ ,;{}()\n\t=]")
@@ -80,8 +82,25 @@ def create_commit(table_url: str, schema_json: str, properties: Mapping[str, str
     ]
     text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
     table.fs.makedirs(f"{table.root}/{LOG_DIR}", exist_ok=True)
-    put_if_absent(table, 0, text.encode("utf-8"))  # another creator's version 0: the table exists all the same
+    if put_if_absent(table, 0, text.encode("utf-8")):  # else another creator's version 0: the table exists
+        put_if_absent(table, 0, _checksum(actions[1]["metaData"], protocol), suffix="crc")
     return True
+
+
+def _checksum(metadata: Mapping[str, Any], protocol: Mapping[str, Any]) -> bytes:
+    """Version 0's checksum file (Delta's ``VersionChecksum``: no files, one metaData, one protocol).
+
+    Without it, the first Delta operation on the table reconstructs its state with Spark jobs (three more
+    for a first append); with it, Delta reads the protocol and metadata from here, as it does for a table
+    it created itself (whose snapshot it keeps in memory). The file-size histograms are optional: left out.
+    """
+    checksum: dict[str, Any] = {"tableSizeBytes": 0, "numFiles": 0, "numMetadata": 1, "numProtocol": 1,
+                                "setTransactions": [], "domainMetadata": [], "metadata": dict(metadata),
+                                "protocol": dict(protocol), "allFiles": []}
+    if "deletionVectors" in protocol.get("readerFeatures", ()):
+        checksum.update(numDeletedRecordsOpt=0, numDeletionVectorsOpt=0,
+                        deletedRecordCountsHistogramOpt={"deletedRecordCounts": [0] * DELETED_RECORD_BINS})
+    return json.dumps(checksum, separators=(",", ":")).encode("utf-8")
 
 
 def _unsupported(schema: Mapping[str, Any], properties: Mapping[str, str], session_conf: Mapping[str, str]) -> str | None:

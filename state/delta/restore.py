@@ -86,7 +86,7 @@ def restore_commit(table_url: str, version: int, *, user_metadata: str | None = 
     actions += [{"remove": _remove(f, now)} for f in removed]
     actions += [{"add": _add(f)} for f in added]
     text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
-    if not _put_if_absent(table, latest + 1, text.encode("utf-8")):
+    if not put_if_absent(table, latest + 1, text.encode("utf-8")):
         log.info("%s: version %s was written by another commit; Delta's own RESTORE instead", table_url, latest + 1)
         return None
     return latest + 1
@@ -116,10 +116,10 @@ def unsupported(target: VersionSnapshot, current: VersionSnapshot) -> str | None
     return None
 
 
-def _put_if_absent(table: DeltaLog, version: int, data: bytes) -> bool:
-    """Write commit ``version`` whole, unless it exists: False then."""
+def put_if_absent(table: DeltaLog, version: int, data: bytes, *, suffix: str = "json") -> bool:
+    """Write commit ``version`` (or, with ``suffix="crc"``, its checksum file) whole, unless it exists: False then."""
     fs, directory = table.fs, f"{table.root}/{LOG_DIR}"
-    final = f"{directory}/{version:020d}.json"
+    final = f"{directory}/{version:020d}.{suffix}"
     if "file" not in _protocols(fs):
         try:
             with fs.open(final, "xb") as handle:  # an object store's PUT is whole or absent
@@ -127,7 +127,7 @@ def _put_if_absent(table: DeltaLog, version: int, data: bytes) -> bool:
         except FileExistsError:
             return False
         return True
-    temporary = f"{directory}/.{version:020d}.json.{uuid.uuid4().hex}.tmp"  # a dot-name: no reader lists it
+    temporary = f"{directory}/.{version:020d}.{suffix}.{uuid.uuid4().hex}.tmp"  # a dot-name: no reader lists it
     with open(temporary, "wb") as handle:
         handle.write(data)
         handle.flush()
@@ -160,7 +160,7 @@ def _commit_info(now: int, version: int, latest: int, added: list[LiveFile], rem
             "numRemovedFiles": str(len(removed)), "removedFilesSize": str(sum(f.size for f in removed)),
             "tableSizeAfterRestore": str(target.bytes_total), "numOfFilesAfterRestore": str(len(target.files)),
         },
-        "engineInfo": _engine_info(),
+        "engineInfo": engine_info("RESTORE"),
         "txnId": str(uuid.uuid4()),
     }
     if user_metadata:
@@ -168,13 +168,14 @@ def _commit_info(now: int, version: int, latest: int, added: list[LiveFile], rem
     return info
 
 
-def _engine_info() -> str:
+def engine_info(operation: str) -> str:
+    """``commitInfo.engineInfo`` of a commit epochal writes from the log (``operation``: what Delta would call it)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return f"epochal/{version('epochal')} (RESTORE written from the Delta log)"
+        return f"epochal/{version('epochal')} ({operation} written from the Delta log)"
     except PackageNotFoundError:
-        return "epochal (RESTORE written from the Delta log)"
+        return f"epochal ({operation} written from the Delta log)"
 
 
 def _add(file: LiveFile) -> dict[str, Any]:

@@ -74,11 +74,25 @@ def restore_table(spark, working_path: str, handle: StateHandle) -> None:
 
 
 def create_table(spark, path: str, schema: T.StructType, properties: dict[str, str]) -> None:
-    """Create an empty Delta table with its properties in one commit (version 0)."""
+    """Create an empty Delta table with its properties in one commit (version 0), unless it exists.
+
+    Written from the log where its protocol is known (:mod:`epochal.state.delta.create`: milliseconds, where
+    Delta's own create takes most of a second); else Delta's ``createIfNotExists``.
+    """
     from delta.tables import DeltaTable
 
+    from epochal.state.delta.create import create_commit
+    from epochal.state.delta.paths import to_url
+
+    if create_commit(to_url(path), schema.json(), properties, _delta_session_conf(spark)):
+        return
     location = path[len("file://"):] if path.startswith("file:///") else path  # Delta qualifies it itself
     builder = DeltaTable.createIfNotExists(spark).location(location).addColumns(schema)
     for key, value in properties.items():
         builder = builder.property(key, value)
     builder.execute()
+
+
+def _delta_session_conf(spark) -> dict[str, str]:
+    """The session's Delta settings (runtime and static): what Delta's own create would read."""
+    return {k: v for k, v in spark.conf.getAll.items() if k.startswith("spark.databricks.delta.")}

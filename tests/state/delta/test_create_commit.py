@@ -78,6 +78,39 @@ def test_delta_writes_merges_and_enforces_not_null_on_it_and_delta_rs_opens_it(s
     assert [r.operation for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()][-1] == "CREATE TABLE"
 
 
+def _jobs_of(spark, action) -> int:
+    context = spark.sparkContext
+    context.setJobGroup("create-commit-probe", "probe")
+    before = set(context.statusTracker().getJobIdsForGroup("create-commit-probe"))
+    action()
+    context.setJobGroup("", "")
+    return len(set(context.statusTracker().getJobIdsForGroup("create-commit-probe")) - before)
+
+
+@pytest.mark.parametrize("properties", [STATE, SINK], ids=["state-table", "sink"])
+def test_the_first_append_and_merge_cost_the_spark_jobs_they_cost_on_deltas_own_table(spark, tmp_path, properties):
+    """Version 0's checksum file spares Delta the state reconstruction of a table it did not create itself."""
+    from delta.tables import DeltaTable
+
+    schema = T.StructType([T.StructField("k", T.StringType()), T.StructField("v", T.LongType(), False)])
+    rows = spark.createDataFrame([("a", 1), ("b", 2)], schema)
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    create_table(spark, ours, schema, dict(properties))
+    _deltas_own(spark, Path(theirs), schema, properties)
+    assert (Path(ours) / "_delta_log" / f"{0:020d}.crc").exists()
+
+    def append(path):
+        return lambda: rows.write.format("delta").mode("append").save(path)
+
+    def merge(path):
+        return lambda: (DeltaTable.forPath(spark, path).alias("t").merge(rows.alias("s"), "t.k = s.k")
+                        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+    assert _jobs_of(spark, append(ours)) == _jobs_of(spark, append(theirs))
+    assert _jobs_of(spark, merge(ours)) == _jobs_of(spark, merge(theirs))
+    assert spark.read.format("delta").load(ours).count() == 2
+
+
 def test_an_existing_table_is_left_alone(spark, tmp_path):
     path = tmp_path / "t"
     create_table(spark, str(path), SCHEMA, dict(STATE))
