@@ -13,9 +13,10 @@ table or the whole one, and a concurrent creator wins or loses cleanly (the tabl
 Only where the protocol Delta would choose is known here: the tables epochal creates, with the properties
 in :data:`KNOWN_PROPERTIES` (deletion vectors on: reader 3, writer 7, as Delta 4 writes it; off: reader 1,
 writer 2), columns of types that need no table feature, named as Delta accepts without column mapping, and
-no field metadata. Anything else (``timestamp_ntz``, ``variant``, ``char``/``varchar``, a comment, a
-session default of Delta's ``spark.databricks.delta.properties.defaults.*``, a folder already holding files)
-returns False, and the caller runs Delta's own create, which decides and explains.
+no field metadata, no name twice. Anything else (``timestamp_ntz``, ``variant``, ``char``/``varchar``, a
+comment, a name twice, a session default of Delta's ``spark.databricks.delta.properties.defaults.*``, a
+folder already holding files) returns False, and the caller runs Delta's own create, which decides and
+explains (or refuses).
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ def create_commit(table_url: str, schema_json: str, properties: Mapping[str, str
     actions = [
         {"commitInfo": _commit_info(now, properties)},
         {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
-                      "schemaString": json.dumps(_as_delta_writes(schema), separators=(",", ":")), "partitionColumns": [], "configuration": dict(properties),
-                      "createdTime": now}},
+                      "schemaString": json.dumps(_as_delta_writes(schema), separators=(",", ":")),
+                      "partitionColumns": [], "configuration": dict(properties), "createdTime": now}},
         {"protocol": protocol},
     ]
     text = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
@@ -103,7 +104,9 @@ def _checksum(metadata: Mapping[str, Any], protocol: Mapping[str, Any]) -> bytes
     return json.dumps(checksum, separators=(",", ":")).encode("utf-8")
 
 
-def _unsupported(schema: Mapping[str, Any], properties: Mapping[str, str], session_conf: Mapping[str, str]) -> str | None:
+def _unsupported(
+    schema: Mapping[str, Any], properties: Mapping[str, str], session_conf: Mapping[str, str]
+) -> str | None:
     """Why the protocol and checks of Delta's create are not known here (None: they are)."""
     if unknown := sorted(k for k in properties if k.startswith("delta.") and k not in KNOWN_PROPERTIES):
         return f"table propert{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}"
@@ -111,10 +114,15 @@ def _unsupported(schema: Mapping[str, Any], properties: Mapping[str, str], sessi
         return "delta.enableDeletionVectors is neither true nor false"
     if defaults := sorted(k for k in session_conf if k.startswith(SESSION_DEFAULTS)):
         return f"session default(s) {', '.join(defaults)}"
-    return _unsupported_fields(schema.get("fields") or [])
+    if not schema.get("fields"):
+        return "no columns"
+    return _unsupported_fields(schema["fields"])
 
 
 def _unsupported_fields(fields: list[Mapping[str, Any]]) -> str | None:
+    names = [str(field.get("name", "")).lower() for field in fields]
+    if duplicated := sorted({n for n in names if names.count(n) > 1}):
+        return f"column name(s) {', '.join(duplicated)} more than once (case-insensitively)"
     for field in fields:
         name = str(field.get("name", ""))
         if not name or _BAD_NAME.search(name):
@@ -155,7 +163,8 @@ def _as_delta_writes(data_type: Any) -> Any:
         fields = [{k: _as_delta_writes(f[k]) if k == "type" else f[k] for k in _FIELD_KEYS if k in f}
                   for f in data_type.get("fields") or []]
         return {"type": "struct", "fields": fields}
-    return {k: _as_delta_writes(data_type[k]) for k in _KEY_ORDER.get(data_type.get("type"), data_type) if k in data_type}
+    order = _KEY_ORDER.get(data_type.get("type"), data_type)
+    return {k: _as_delta_writes(data_type[k]) for k in order if k in data_type}
 
 
 def _holds_files(table: DeltaLog) -> bool:

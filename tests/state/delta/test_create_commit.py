@@ -125,7 +125,8 @@ def test_an_existing_table_is_left_alone(spark, tmp_path):
     (T.StructType([T.StructField("at", T.TimestampNTZType())]), {}, {}),
     (T.StructType([T.StructField("k", T.StringType(), metadata={"comment": "the key"})]), {}, {}),
     (T.StructType([T.StructField("k", T.StringType())]), {"delta.appendOnly": "true"}, {}),
-    (T.StructType([T.StructField("k", T.StringType())]), {}, {"spark.databricks.delta.properties.defaults.appendOnly": "true"}),
+    (T.StructType([T.StructField("k", T.StringType())]), {},
+     {"spark.databricks.delta.properties.defaults.appendOnly": "true"}),
 ], ids=["timestamp-ntz", "a-comment", "append-only", "a-session-default"])
 def test_what_needs_deltas_judgement_goes_to_delta(spark, tmp_path, schema, properties, conf):
     path = tmp_path / "t"
@@ -134,6 +135,15 @@ def test_what_needs_deltas_judgement_goes_to_delta(spark, tmp_path, schema, prop
     if not conf:  # (the test session has no such default: create_table would write it from the log)
         create_table(spark, str(path), schema, dict(properties))
         assert "Apache-Spark" in _version_zero(path)["commitInfo"]["engineInfo"]
+
+
+def test_a_column_named_twice_is_refused_by_delta_not_written(spark, tmp_path):
+    path = tmp_path / "t"
+    schema = T.StructType([T.StructField("user", T.StringType()), T.StructField("User", T.LongType())])
+    assert create_commit(path.as_uri(), schema.json(), dict(SINK)) is False
+    with pytest.raises(Exception, match="COLUMN_ALREADY_EXISTS"):  # Delta says so, and writes nothing
+        create_table(spark, str(path), schema, dict(SINK))
+    assert not (path / "_delta_log" / f"{0:020d}.json").exists()
 
 
 def test_a_folder_already_holding_files_goes_to_delta(spark, tmp_path):
