@@ -60,14 +60,17 @@ def create_commit(table_url: str, schema_json: str, properties: Mapping[str, str
                   session_conf: Mapping[str, str] = ()) -> bool:
     """Create the empty Delta table at ``table_url`` (version 0) unless it exists; True when it exists afterwards.
 
+    ``schema_json`` is written as the ``schemaString`` as it is: give it as Spark's JVM writes it (PySpark's
+    ``StructType.json()`` sorts the keys; Delta's own create writes the JVM's order).
+
     False when Delta's own create must decide (see the module): nothing was written then.
     """
     schema = json.loads(schema_json)
     refusal = _unsupported(schema, properties, dict(session_conf))
     table = DeltaLog(table_url)
-    if refusal is None and table.exists():
-        return True
     if refusal is None and _holds_files(table):
+        if table.exists():
+            return True
         refusal = f"{table.url} already holds files"
     if refusal is not None:
         log.debug("%s: Delta's own CREATE TABLE (%s)", table_url, refusal)
@@ -77,7 +80,7 @@ def create_commit(table_url: str, schema_json: str, properties: Mapping[str, str
     actions = [
         {"commitInfo": _commit_info(now, properties)},
         {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
-                      "schemaString": json.dumps(_as_delta_writes(schema), separators=(",", ":")),
+                      "schemaString": schema_json,
                       "partitionColumns": [], "configuration": dict(properties), "createdTime": now}},
         {"protocol": protocol},
     ]
@@ -147,24 +150,6 @@ def _unsupported_type(data_type: Any) -> str | None:
     if kind == "map":
         return _unsupported_type(data_type.get("keyType")) or _unsupported_type(data_type.get("valueType"))
     return f"type {kind}"
-
-
-#: The key order of a type's JSON as Spark's Scala side writes it (PySpark sorts the keys).
-_KEY_ORDER = {"struct": ("type", "fields"), "array": ("type", "elementType", "containsNull"),
-              "map": ("type", "keyType", "valueType", "valueContainsNull")}
-_FIELD_KEYS = ("name", "type", "nullable", "metadata")
-
-
-def _as_delta_writes(data_type: Any) -> Any:
-    """``data_type`` (parsed JSON) with its keys in the order Delta writes a ``schemaString``."""
-    if not isinstance(data_type, Mapping):
-        return data_type
-    if data_type.get("type") == "struct":
-        fields = [{k: _as_delta_writes(f[k]) if k == "type" else f[k] for k in _FIELD_KEYS if k in f}
-                  for f in data_type.get("fields") or []]
-        return {"type": "struct", "fields": fields}
-    order = _KEY_ORDER.get(data_type.get("type"), data_type)
-    return {k: _as_delta_writes(data_type[k]) for k in order if k in data_type}
 
 
 def _holds_files(table: DeltaLog) -> bool:

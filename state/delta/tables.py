@@ -84,7 +84,8 @@ def create_table(spark, path: str, schema: T.StructType, properties: dict[str, s
     from epochal.state.delta.create import create_commit
     from epochal.state.delta.paths import to_url
 
-    if create_commit(to_url(path), schema.json(), properties, _delta_session_conf(spark)):
+    schema_json = spark._jsparkSession.parseDataType(schema.json()).json()  # as Delta writes it
+    if create_commit(to_url(path), schema_json, properties, _delta_session_conf(spark)):
         return
     location = path[len("file://"):] if path.startswith("file:///") else path  # Delta qualifies it itself
     builder = DeltaTable.createIfNotExists(spark).location(location).addColumns(schema)
