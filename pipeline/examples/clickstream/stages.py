@@ -363,11 +363,16 @@ class SessionStage(_HoldingStage):
 
         The watermark is one number per epoch, as in Flink: it is computed once (one small job: the
         state's max and the batch's max, in exact microseconds) and used as a literal, not joined in.
+        Both maxima come from one aggregate over the union of the two sides: a cross join of two
+        one-row aggregates took a job per broadcast side and ``first()`` a job per partition it tried.
         """
         state = ctx.operator.get_union_list_state(self.max_event_time)
-        old = state.get().agg(F.max(F.unix_micros("value")).alias("old"))
-        batch = distinct.agg(F.max(F.unix_micros("event_time")).alias("batch"))
-        row = old.crossJoin(batch).first()
+        both = state.get().select(F.lit(True).alias("old"), F.unix_micros("value").alias("micros")).unionByName(
+            distinct.select(F.lit(False).alias("old"), F.unix_micros("event_time").alias("micros")))
+        row = both.agg(
+            F.max(F.when(F.col("old"), F.col("micros"))).alias("old"),
+            F.max(F.when(~F.col("old"), F.col("micros"))).alias("batch"),
+        ).collect()[0]
         seen = [m for m in (row["old"], row["batch"]) if m is not None]
         newest = _instant(max(seen)) if seen else None
         # The new max as a one-row frame of literals (none before any event): no Python rows to ship.
