@@ -45,7 +45,6 @@ from epochal.state.descriptors import (
     UnionListOperatorState,
     ValueStateDescriptor,
 )
-from epochal.state.backends.timers import EventTimeTimers
 
 # ----------------------------------------------------------------------------- names and schemas
 
@@ -315,19 +314,21 @@ class SessionStage(_HoldingStage):
       the distinct events so far; watermark = it minus ``allowed_lateness``.
     - ``open_sessions`` (value state keyed by ``user_id``): the user's open
       sessions, an array of :data:`SESSION` sorted by start.
-    - ``timers`` (:class:`EventTimeTimers`): per user with open sessions, one
-      timer at its earliest session's ``end + gap + 1µs``, due exactly when
-      ``end + gap < watermark``.
 
     Per epoch, with ``W0`` the watermark at its start (none in the first epoch):
 
     1. a distinct event with ``event_time < W0`` is late: ``late_events``;
     2. the watermark advances: ``W1 = max(max_event_time, batch max) - lateness``;
-    3. the users to look at are those with on-time events and those whose
-       timer is due at ``W1``; their open sessions and new events are merged
-       (:func:`merge_session_spans`), the sessions with ``end + gap < W1``
-       are emitted (``sessions``) and dropped, the rest stay, and their
-       timers are reset to the new earliest session (one MERGE per state).
+    3. the users to look at are those with on-time events and those with an
+       open session due at ``W1`` (``end + gap < W1``); their open sessions
+       and new events are merged (:func:`merge_session_spans`), the sessions
+       with ``end + gap < W1`` are emitted (``sessions``) and dropped, the rest
+       stay (one write of the state).
+
+    The due sessions are found in the open sessions themselves, read once an epoch for the merge
+    anyway: the set-oriented form of Flink's per-key event-time timer at ``end + gap``. A separate
+    :class:`~epochal.state.backends.timers.EventTimeTimers` state (the orders example has one) would
+    be a second table written every epoch to say what the first already holds.
     """
 
     outputs: Sequence[str] = ("sessions", "late_events")
@@ -341,9 +342,8 @@ class SessionStage(_HoldingStage):
         self.gap = gap
         self.allowed_lateness = allowed_lateness
         self.open_sessions = ValueStateDescriptor("open_sessions", value_type=_SESSIONS_TYPE)
-        self.timers = EventTimeTimers.declare("timers")
         self.max_event_time = UnionListOperatorState("max_event_time", T.TimestampType())
-        self.keyed_state = (self.open_sessions, self.timers.descriptor)
+        self.keyed_state = (self.open_sessions,)
         self.operator_state = (self.max_event_time,)
 
     def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
@@ -353,9 +353,9 @@ class SessionStage(_HoldingStage):
         is_late = F.lit(False) if before is None else F.col("event_time") < F.lit(before)
         flagged = distinct.withColumn("__late", F.coalesce(is_late, F.lit(False)))
         late = flagged.where("__late").select(*LATE_EVENTS_SCHEMA.names)
-        timers = self.timers.read(ctx.keyed)
-        users = self._held.hold(self._close_sessions(ctx, flagged.where(~F.col("__late")), after, timers))
-        self._write_sessions(ctx, users, timers)
+        users = self._held.hold(self._close_sessions(ctx, flagged.where(~F.col("__late")), after))
+        still_open = F.when(F.size("open") > 0, F.col("open"))  # none: the key is cleared
+        ctx.keyed.update(self.open_sessions, users.select(F.col("user_id").alias("key"), still_open.alias("value")))
         return {"sessions": _emitted(users), "late_events": _conform(late, LATE_EVENTS_SCHEMA)}
 
     def _advance_watermark(self, ctx: StageContext, distinct: DataFrame) -> tuple[datetime | None, datetime | None]:
@@ -381,11 +381,9 @@ class SessionStage(_HoldingStage):
         before = None if row["old"] is None else _instant(row["old"]) - self.allowed_lateness
         return before, None if newest is None else newest - self.allowed_lateness
 
-    def _close_sessions(self, ctx: StageContext, on_time: DataFrame, watermark: datetime | None, timers: DataFrame) -> DataFrame:
-        """Per user with on-time events or a due timer: ``user_id``, ``closed`` and ``open`` sessions."""
+    def _close_sessions(self, ctx: StageContext, on_time: DataFrame, watermark: datetime | None) -> DataFrame:
+        """Per user with on-time events or a due session: ``user_id``, ``closed`` and ``open`` sessions."""
         new = on_time.groupBy("user_id").agg(F.collect_list(_event_span()).alias("new"))
-        due = timers.where(F.lit(False)) if watermark is None else self.timers.due(ctx.keyed, watermark, current=timers)
-        touched = new.select("user_id").union(due.select(F.col("key").alias("user_id"))).distinct()
         old = ctx.keyed.values(self.open_sessions).select(F.col("key").alias("user_id"), F.col("value").alias("old"))
         empty = F.array().cast(_SESSIONS_TYPE)
         merged = merge_session_spans(F.concat(F.coalesce("old", empty), F.coalesce("new", empty)), self.gap)
@@ -395,9 +393,12 @@ class SessionStage(_HoldingStage):
         def closes(session: Column) -> Column:
             return F.lit(False) if limit is None else F.unix_micros(session["end"]) < F.lit(limit)
 
+        # Due: the user's earliest-ending open session closes (Flink's event-time timer at end + gap).
+        earliest_end = F.array_min(F.transform("old", lambda s: s["end"]))
+        due = F.lit(False) if limit is None else F.coalesce(F.unix_micros(earliest_end) < F.lit(limit), F.lit(False))
         return (
-            touched.join(new, "user_id", "left")
-            .join(old, "user_id", "left")
+            new.join(old, "user_id", "full_outer")
+            .where(F.col("new").isNotNull() | due)
             .select("user_id", merged.alias("sessions"))
             .select(
                 "user_id",
@@ -405,15 +406,6 @@ class SessionStage(_HoldingStage):
                 F.filter("sessions", lambda s: ~closes(s)).alias("open"),
             )
         )
-
-    def _write_sessions(self, ctx: StageContext, users: DataFrame, timers: DataFrame) -> None:
-        """Keep the open sessions of ``users`` (none: the key is cleared) and reset their timers."""
-        still_open = F.when(F.size("open") > 0, F.col("open"))
-        ctx.keyed.update(self.open_sessions, users.select(F.col("user_id").alias("key"), still_open.alias("value")))
-        earliest_end = F.array_min(F.transform("open", lambda s: s["end"]))
-        due_at = F.timestamp_micros(F.unix_micros(earliest_end) + F.lit(_micros(self.gap) + 1))  # end + gap < W
-        wanted = users.where(F.size("open") > 0).select(F.col("user_id").alias("key"), due_at.alias("timestamp"))
-        self.timers.replace(ctx.keyed, users.select(F.col("user_id").alias("key")), wanted, current=timers)
 
 
 def _event_span() -> Column:

@@ -23,10 +23,11 @@ from epochal.pipeline.examples.clickstream import reference as ref
 from epochal.pipeline.examples.clickstream.generator import GeneratorConfig, generate
 from epochal.pipeline.examples.clickstream.layout import hour_dir, partition_window
 from epochal.pipeline.examples.clickstream.pipeline import build_pipeline
-from epochal.pipeline.examples.clickstream.stages import SESSION, EventTimeTimers, SessionStage, merge_session_spans
+from epochal.pipeline.examples.clickstream.stages import SESSION, SessionStage, merge_session_spans
 from epochal.pipeline.stage import EpochInfo, SinkMode, StageContext
 from epochal.state.backends.keyed import KeyedStateBackend
 from epochal.state.backends.operator import OperatorStateBackend, OperatorStateStore
+from epochal.state.backends.timers import EventTimeTimers
 
 UTC = timezone.utc
 T0 = datetime(2026, 11, 1, 10, tzinfo=UTC)
@@ -210,7 +211,7 @@ def test_scenario_idle_users_sessions_close_and_a_bridging_event_merges_two(run)
     ts = lambda minutes: pd.Timestamp(T0 + timedelta(minutes=minutes))  # noqa: E731
     e1, e2, e3 = run.per_epoch
     assert _rows(e1["sessions"], user_id="zq") == [] and _rows(e2["sessions"], user_id="zb") == []
-    # zq has no event in epoch 2, yet its session closes there (timer fired by the watermark)
+    # zq has no event in epoch 2, yet its session closes there (due at the watermark: end + gap < W)
     assert _rows(e2["sessions"], user_id="zq") == [
         {"user_id": "zq", "session_start": ts(5), "session_end": ts(5), "events": 1, "revenue": 3.25}
     ]
@@ -230,9 +231,11 @@ def test_scenario_late_events_and_dedupe_ttl(run) -> None:
     assert _rows(run.upserts["user_totals"], user_id="zl")[0]["revenue"] == 7.0  # late, still counted
 
 
-def test_open_sessions_and_their_timers_are_the_references(run, reference) -> None:
-    """After the last epoch: the open sessions equal the reference's, one timer per user at its earliest end + gap + 1us."""
+def test_open_sessions_are_the_references_and_the_stage_keeps_no_timer_table(run, reference) -> None:
+    """After the last epoch the open sessions equal the reference's; the due ones are found in them, so the
+    stage's keyed state is its open sessions alone (no second table that says when they are due)."""
     stage = next(s for s in build_pipeline(Settings()).stages if isinstance(s, SessionStage))
+    assert [d.name for d in stage.keyed_state] == ["open_sessions"]
     backend = run.keyed[stage.name]
     state = backend.values(stage.open_sessions).select(F.col("key").alias("user_id"), F.explode("value").alias("s"))
     actual = _to_pandas(state.select("user_id", F.col("s.start").alias("session_start"), F.col("s.end").alias("session_end"),
@@ -240,9 +243,6 @@ def test_open_sessions_and_their_timers_are_the_references(run, reference) -> No
     expected = ref.sessions_frame(s for sessions in reference.open_sessions.values() for s in sessions)
     assert len(expected) > 0
     assert_same_rows(actual, expected)
-    timers = _to_pandas(stage.timers.read(backend).select(F.col("key").alias("user_id"), F.col("timestamp").alias("event_time")))
-    due = expected.groupby("user_id")["session_end"].min() + pd.Timedelta(minutes=30, microseconds=1)
-    assert sorted(zip(timers["user_id"], timers["event_time"])) == sorted(zip(due.index, due))
 
 
 # ----------------------------------------------------------------------------- smaller parts
