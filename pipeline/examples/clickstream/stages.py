@@ -393,9 +393,8 @@ class SessionStage(_HoldingStage):
         def closes(session: Column) -> Column:
             return F.lit(False) if limit is None else F.unix_micros(session["end"]) < F.lit(limit)
 
-        # Due: the user's earliest-ending open session closes (Flink's event-time timer at end + gap).
-        earliest_end = F.array_min(F.transform("old", lambda s: s["end"]))
-        due = F.lit(False) if limit is None else F.coalesce(F.unix_micros(earliest_end) < F.lit(limit), F.lit(False))
+        # Due: one of the user's open sessions closes (Flink's event-time timer at its end + gap).
+        due = F.exists(F.coalesce("old", empty), closes)
         return (
             new.join(old, "user_id", "full_outer")
             .where(F.col("new").isNotNull() | due)
