@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=_ints, help="epochs per size for part 1 (default 6,3)")
     parser.add_argument("--modes", default=",".join(epochs.MODES))
     parser.add_argument("--variants", default="full,core")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="part 1, in-process mode: each side's process this many times, the order rotating")
     parser.add_argument("--churn-keys", type=int)
     parser.add_argument("--state-sizes", type=_ints)
     parser.add_argument("--repeats", type=int)
@@ -68,7 +70,8 @@ def main() -> None:
             section = results.setdefault("epochs", {})
             started = stamp()
             run = epochs.run_size(
-                events, count, modes=args.modes.split(","), variants=tuple(args.variants.split(",")), work=args.work
+                events, count, modes=args.modes.split(","), variants=tuple(args.variants.split(",")), work=args.work,
+                rounds=1 if args.quick else args.rounds,
             )
             section.setdefault(str(events), {}).update(run)  # other modes measured before are kept
             measured.update({f"epochs {events} {mode}": started for mode in args.modes.split(",")})

@@ -38,7 +38,7 @@ def _epoch_ratios(results: dict[str, Any]) -> list[dict[str, Any]]:
             for variant, value in summary["ratio_epoch"].items():
                 row = {"events": int(size_key), "mode": mode, "variant": variant, "ratio": value,
                        "epochal_s": summary["median_epoch_s"][variant], "ss_s": summary["median_epoch_s"]["ss"],
-                       "equal": summary.get("correctness", {}).get("equal")}
+                       "equal": summary.get("correctness", {}).get("equal"), "rounds": summary.get("rounds", 1)}
                 if mode == "fresh":
                     row |= {"process_ratio": summary["ratio_process"][variant],
                             "epochal_process_s": summary["median_process_s"][variant],
@@ -125,7 +125,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines += _table(
             ["events/epoch", "mode", "epochal variant", "epochal epoch", "SS epoch", "ratio", "epochal process",
              "SS process", "process ratio", "outputs equal"],
-            [[f"{r['events']:,}", r["mode"], r["variant"], r["epochal_s"], r["ss_s"], r["ratio"],
+            [[f"{r['events']:,}", r["mode"] + (f", {r['rounds']} rounds" if r["rounds"] > 1 else ""), r["variant"], r["epochal_s"], r["ss_s"], r["ratio"],
               r.get("epochal_process_s"), r.get("ss_process_s"), r.get("process_ratio"), r["equal"]] for r in epochs])
     for size_key, size in sorted(results.get("epochs", {}).items(), key=lambda kv: int(kv[0])):
         if (size.get("inprocess") or {}).get("steps"):

@@ -7,7 +7,8 @@ every commit an epoch makes carries ``epochal epoch <n> (<partition>): <step>`` 
 step of which epoch wrote each version.
 
 The first epoch of a process (tables created, the JVM warming up) is left out of the
-medians: they describe a warm epoch.
+medians: they describe a warm epoch. With several rounds (``bench.epochs``), the medians pool
+every round's warm epochs, each counted against its own deployment's Delta commits.
 """
 
 from __future__ import annotations
@@ -38,14 +39,17 @@ def delta_commits(roots: Iterable[Path]) -> Counter:
     return counts
 
 
-def step_rows(reports: list[dict[str, Any]], commits: Counter) -> list[dict[str, Any]]:
-    """Per step, medians over the warm epochs: seconds, Spark jobs, Delta commits, classes compiled; then a total row."""
-    first = min(r["epoch"] for r in reports)
-    warm = [r for r in reports if r["epoch"] > first] or reports
-    steps = list(dict.fromkeys(s for r in warm for s in r.get("steps", {})))  # the runner's order (the DAG's)
+def step_rows(runs: list[tuple[list[dict[str, Any]], Counter]]) -> list[dict[str, Any]]:
+    """Per step, medians over the warm epochs of every run (its reports and its Delta commits): seconds, Spark jobs,
+    Delta commits, classes compiled; then a total row."""
+    warm = []
+    for reports, commits in runs:
+        first = min(r["epoch"] for r in reports)
+        warm += [(r, commits) for r in reports if r["epoch"] > first] or [(r, commits) for r in reports]
+    steps = list(dict.fromkeys(s for r, _ in warm for s in r.get("steps", {})))  # the runner's order (the DAG's)
     rows = []
     for step in steps:
-        entries = [(r["steps"].get(step, {"s": 0.0, "jobs": 0}), commits[(r["epoch"], step)]) for r in warm]
+        entries = [(r["steps"].get(step, {"s": 0.0, "jobs": 0}), commits[(r["epoch"], step)]) for r, commits in warm]
         # reports from before the runner counted generated classes have no "compiled": None, not 0
         rows.append({
             "step": step,
@@ -56,18 +60,19 @@ def step_rows(reports: list[dict[str, Any]], commits: Counter) -> list[dict[str,
         })
     rows.append({
         "step": "epoch",
-        "seconds": median([r["duration_s"] for r in warm]),
-        "spark_jobs": median([r.get("spark_jobs", 0) for r in warm]),
-        "delta_commits": median([sum(n for (e, _), n in commits.items() if e == r["epoch"]) for r in warm]),
-        "compiled": median([r["compiled_classes"] for r in warm if "compiled_classes" in r]),
+        "seconds": median([r["duration_s"] for r, _ in warm]),
+        "spark_jobs": median([r.get("spark_jobs", 0) for r, _ in warm]),
+        "delta_commits": median([sum(n for (e, _), n in c.items() if e == r["epoch"]) for r, c in warm]),
+        "compiled": median([r["compiled_classes"] for r, _ in warm if "compiled_classes" in r]),
     })
     return rows
 
 
-def summarize(runs: list[dict[str, Any]], work: Path) -> dict[str, Any]:
-    """The step table of one side's in-process run (``bench.epochal_job`` output) and its deployment folder."""
-    reports = [r for run in runs for e in run["epochs"] for r in e["reports"]]
-    return {"warm_epochs": max(len(reports) - 1, 0), "rows": step_rows(reports, delta_commits([work]))}
+def summarize(runs: list[dict[str, Any]], works: list[Path]) -> dict[str, Any]:
+    """The step table of one side's in-process runs (``bench.epochal_job`` outputs, one per round) and their
+    deployment folders (``works[i]`` is ``runs[i]``'s)."""
+    per_run = [([r for e in run["epochs"] for r in e["reports"]], delta_commits([work])) for run, work in zip(runs, works)]
+    return {"warm_epochs": sum(max(len(reports) - 1, 0) for reports, _ in per_run), "rows": step_rows(per_run)}
 
 
 def _cell(value: Any) -> str:
