@@ -42,7 +42,6 @@ from epochal.state.descriptors import (
     KeyedStateDescriptor,
     OperatorStateDescriptor,
     StateTtlConfig,
-    UnionListOperatorState,
     ValueStateDescriptor,
 )
 
@@ -308,12 +307,11 @@ def merge_session_spans(spans: Column, gap: timedelta) -> Column:
 class SessionStage(_HoldingStage):
     """``dedupe.distinct`` -> ``sessions``, ``late_events``: event-time sessions closed by the watermark.
 
-    State:
-
-    - ``max_event_time`` (operator union list state): the largest event time of
-      the distinct events so far; watermark = it minus ``allowed_lateness``.
-    - ``open_sessions`` (value state keyed by ``user_id``): the user's open
-      sessions, an array of :data:`SESSION` sorted by start.
+    State: ``open_sessions`` (value state keyed by ``user_id``), the user's open sessions, an array of
+    :data:`SESSION` sorted by start. The watermark is the largest event time of the distinct events so far
+    minus ``allowed_lateness``, and that largest event time is the latest end among the open sessions: the
+    session holding the newest event never closes (it would need ``end + gap < end - lateness``, and the gap
+    is positive, the lateness not negative), so no operator state of its own keeps it.
 
     Per epoch, with ``W0`` the watermark at its start (none in the first epoch):
 
@@ -342,9 +340,8 @@ class SessionStage(_HoldingStage):
         self.gap = gap
         self.allowed_lateness = allowed_lateness
         self.open_sessions = ValueStateDescriptor("open_sessions", value_type=_SESSIONS_TYPE)
-        self.max_event_time = UnionListOperatorState("max_event_time", T.TimestampType())
         self.keyed_state = (self.open_sessions,)
-        self.operator_state = (self.max_event_time,)
+        self.operator_state = ()
 
     def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
         self.release()
@@ -359,15 +356,18 @@ class SessionStage(_HoldingStage):
         return {"sessions": _emitted(users), "late_events": _conform(late, LATE_EVENTS_SCHEMA)}
 
     def _advance_watermark(self, ctx: StageContext, distinct: DataFrame) -> tuple[datetime | None, datetime | None]:
-        """The watermark before and after this epoch's events (None before any event); stages the new max.
+        """The watermark before and after this epoch's events (None before any event).
 
-        The watermark is one number per epoch, as in Flink: it is computed once (one small job: the
-        state's max and the batch's max, in exact microseconds) and used as a literal, not joined in.
-        Both maxima come from one aggregate over the union of the two sides: a cross join of two
-        one-row aggregates took a job per broadcast side and ``first()`` a job per partition it tried.
+        The watermark is one number per epoch, as in Flink: it is computed once (one small job: the latest
+        end among the open sessions at the epoch's start and the batch's newest event, in exact microseconds)
+        and used as a literal, not joined in. Both maxima come from one aggregate over the union of the two
+        sides: a cross join of two one-row aggregates took a job per broadcast side and ``first()`` a job per
+        partition it tried. Like Flink's, the watermark is not state of its own: the open sessions, which the
+        stage keeps anyway, give it back after any restore.
         """
-        state = ctx.operator.get_union_list_state(self.max_event_time)
-        both = state.get().select(F.lit(True).alias("old"), F.unix_micros("value").alias("micros")).unionByName(
+        old_ends = ctx.keyed.values(self.open_sessions).select(
+            F.lit(True).alias("old"), F.unix_micros(F.array_max(F.col("value.end"))).alias("micros"))
+        both = old_ends.unionByName(
             distinct.select(F.lit(False).alias("old"), F.unix_micros("event_time").alias("micros")))
         row = both.agg(
             F.max(F.when(F.col("old"), F.col("micros"))).alias("old"),
@@ -375,9 +375,6 @@ class SessionStage(_HoldingStage):
         ).collect()[0]
         seen = [m for m in (row["old"], row["batch"]) if m is not None]
         newest = _instant(max(seen)) if seen else None
-        # The new max as a one-row frame of literals (none before any event): no Python rows to ship.
-        kept = distinct.sparkSession.range(0 if newest is None else 1)
-        state.update(kept.select(F.lit(0).alias("subtask"), F.lit(newest).cast(T.TimestampType()).alias("value")))
         before = None if row["old"] is None else _instant(row["old"]) - self.allowed_lateness
         return before, None if newest is None else newest - self.allowed_lateness
 

@@ -233,9 +233,11 @@ def test_scenario_late_events_and_dedupe_ttl(run) -> None:
 
 def test_open_sessions_are_the_references_and_the_stage_keeps_no_timer_table(run, reference) -> None:
     """After the last epoch the open sessions equal the reference's; the due ones are found in them, so the
-    stage's keyed state is its open sessions alone (no second table that says when they are due)."""
+    stage's keyed state is its open sessions alone (no second table that says when they are due), and the
+    latest end among them is the reference's largest event time, the watermark's source (no operator state)."""
     stage = next(s for s in build_pipeline(Settings()).stages if isinstance(s, SessionStage))
     assert [d.name for d in stage.keyed_state] == ["open_sessions"]
+    assert list(stage.operator_state) == []
     backend = run.keyed[stage.name]
     state = backend.values(stage.open_sessions).select(F.col("key").alias("user_id"), F.explode("value").alias("s"))
     actual = _to_pandas(state.select("user_id", F.col("s.start").alias("session_start"), F.col("s.end").alias("session_end"),
@@ -243,6 +245,7 @@ def test_open_sessions_are_the_references_and_the_stage_keeps_no_timer_table(run
     expected = ref.sessions_frame(s for sessions in reference.open_sessions.values() for s in sessions)
     assert len(expected) > 0
     assert_same_rows(actual, expected)
+    assert actual["session_end"].max() == pd.Timestamp(reference.max_event_time)
 
 
 # ----------------------------------------------------------------------------- smaller parts
