@@ -35,8 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=_ints, help="epochs per size for part 1 (default 6,3)")
     parser.add_argument("--modes", default=",".join(epochs.MODES))
     parser.add_argument("--variants", default="full,core")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="part 1, in-process mode: each side's process this many times, the order rotating")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="part 1, in-process mode: each side's process this many times, the order rotating "
+                             "(3: each side once in each place)")
     parser.add_argument("--churn-keys", type=int)
     parser.add_argument("--state-sizes", type=_ints)
     parser.add_argument("--repeats", type=int)
