@@ -123,7 +123,8 @@ def run_size(
         last = {side: folders[-1] for side, folders in works.items()}  # the last round's outputs are compared
         check = run_child(
             "bench.verify",
-            ["--expected", last["ss"] / "warehouse", *[x for v in variants for x in ("--actual", last[v] / "warehouse")]],
+            ["--expected", last["ss"] / "warehouse",
+             *[x for v in variants for x in ("--actual", last[v] / "warehouse")]],
         )
         summary["correctness"] = check
         if mode == "inprocess":

@@ -47,6 +47,11 @@ def _epoch_ratios(results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _mode(row: dict[str, Any]) -> str:
+    """The mode column: the one-process mode says how many rounds its medians pool."""
+    return row["mode"] + (f", {row['rounds']} rounds" if row["rounds"] > 1 else "")
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per target: measured ratio, the target, met or not."""
     rows = []
@@ -125,7 +130,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines += _table(
             ["events/epoch", "mode", "epochal variant", "epochal epoch", "SS epoch", "ratio", "epochal process",
              "SS process", "process ratio", "outputs equal"],
-            [[f"{r['events']:,}", r["mode"] + (f", {r['rounds']} rounds" if r["rounds"] > 1 else ""), r["variant"], r["epochal_s"], r["ss_s"], r["ratio"],
+            [[f"{r['events']:,}", _mode(r), r["variant"], r["epochal_s"], r["ss_s"], r["ratio"],
               r.get("epochal_process_s"), r.get("ss_process_s"), r.get("process_ratio"), r["equal"]] for r in epochs])
     for size_key, size in sorted(results.get("epochs", {}).items(), key=lambda kv: int(kv[0])):
         if (size.get("inprocess") or {}).get("steps"):
