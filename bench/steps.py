@@ -72,7 +72,7 @@ def summarize(runs: list[dict[str, Any]], works: list[Path]) -> dict[str, Any]:
     """The step table of one side's in-process runs (``bench.epochal_job`` outputs, one per round) and their
     deployment folders (``works[i]`` is ``runs[i]``'s)."""
     per_run = [([r for e in run["epochs"] for r in e["reports"]], delta_commits([work]))
-               for run, work in zip(runs, works)]
+               for run, work in zip(runs, works, strict=True)]
     return {"warm_epochs": sum(max(len(reports) - 1, 0) for reports, _ in per_run), "rows": step_rows(per_run)}
 
 

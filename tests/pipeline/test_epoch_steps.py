@@ -49,7 +49,7 @@ def test_each_step_is_timed_its_jobs_counted_and_its_commits_labelled(spark, tmp
     # bench/ reads the same run back: per step the report's seconds and jobs, and the commits from the logs
     from bench.steps import summarize
 
-    table = summarize([{"epochs": [{"reports": [e.to_dict() for e in report.epochs]}]}], tmp_path)
+    table = summarize([{"epochs": [{"reports": [e.to_dict() for e in report.epochs]}]}], [tmp_path])
     rows = {r["step"]: r for r in table["rows"]}
     assert [r["step"] for r in table["rows"]] == [*STEPS, "epoch"]
     assert rows["sink:totals"]["delta_commits"] == rows["complete"]["delta_commits"] == 1
