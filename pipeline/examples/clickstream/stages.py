@@ -346,16 +346,19 @@ class SessionStage(_HoldingStage):
     def process(self, ctx: StageContext, inputs: Mapping[str, DataFrame]) -> dict[str, DataFrame]:
         self.release()
         distinct = inputs[self.inputs[0]]
-        before, after = self._advance_watermark(ctx, distinct)
+        open_sessions = ctx.keyed.values(self.open_sessions)  # the epoch's start: the watermark's and the merge's
+        before, after = self._advance_watermark(open_sessions, distinct)
         is_late = F.lit(False) if before is None else F.col("event_time") < F.lit(before)
         flagged = distinct.withColumn("__late", F.coalesce(is_late, F.lit(False)))
         late = flagged.where("__late").select(*LATE_EVENTS_SCHEMA.names)
-        users = self._held.hold(self._close_sessions(ctx, flagged.where(~F.col("__late")), after))
+        users = self._held.hold(self._close_sessions(open_sessions, flagged.where(~F.col("__late")), after))
         still_open = F.when(F.size("open") > 0, F.col("open"))  # none: the key is cleared
         ctx.keyed.update(self.open_sessions, users.select(F.col("user_id").alias("key"), still_open.alias("value")))
         return {"sessions": _emitted(users), "late_events": _conform(late, LATE_EVENTS_SCHEMA)}
 
-    def _advance_watermark(self, ctx: StageContext, distinct: DataFrame) -> tuple[datetime | None, datetime | None]:
+    def _advance_watermark(
+        self, open_sessions: DataFrame, distinct: DataFrame
+    ) -> tuple[datetime | None, datetime | None]:
         """The watermark before and after this epoch's events (None before any event).
 
         The watermark is one number per epoch, as in Flink: it is computed once (one small job: the latest
@@ -365,7 +368,7 @@ class SessionStage(_HoldingStage):
         partition it tried. Like Flink's, the watermark is not state of its own: the open sessions, which the
         stage keeps anyway, give it back after any restore.
         """
-        old_ends = ctx.keyed.values(self.open_sessions).select(
+        old_ends = open_sessions.select(
             F.lit(True).alias("old"), F.unix_micros(F.array_max(F.col("value.end"))).alias("micros"))
         both = old_ends.unionByName(
             distinct.select(F.lit(False).alias("old"), F.unix_micros("event_time").alias("micros")))
@@ -378,10 +381,10 @@ class SessionStage(_HoldingStage):
         before = None if row["old"] is None else _instant(row["old"]) - self.allowed_lateness
         return before, None if newest is None else newest - self.allowed_lateness
 
-    def _close_sessions(self, ctx: StageContext, on_time: DataFrame, watermark: datetime | None) -> DataFrame:
+    def _close_sessions(self, open_sessions: DataFrame, on_time: DataFrame, watermark: datetime | None) -> DataFrame:
         """Per user with on-time events or a due session: ``user_id``, ``closed`` and ``open`` sessions."""
         new = on_time.groupBy("user_id").agg(F.collect_list(_event_span()).alias("new"))
-        old = ctx.keyed.values(self.open_sessions).select(F.col("key").alias("user_id"), F.col("value").alias("old"))
+        old = open_sessions.select(F.col("key").alias("user_id"), F.col("value").alias("old"))
         empty = F.array().cast(_SESSIONS_TYPE)
         merged = merge_session_spans(F.concat(F.coalesce("old", empty), F.coalesce("new", empty)), self.gap)
         # A session closes once end + gap < the watermark; before any watermark none does.
