@@ -14,7 +14,10 @@ Nothing depends on it: the archive is used only if present, and the JVM checks
 it (same JDK build, same class path) and silently ignores one that does not
 fit (the options below keep it quiet). Where it lives: ``EPOCHAL_JVM_ARCHIVE``
 (a path, or ``off``), else ``$XDG_CACHE_HOME/epochal/jvm/`` (``~/.cache``),
-one file per Spark release, Java binary and Python environment. A user
+one file per Spark release, Java binary, Python environment and set of Delta
+jars: a local session has Delta's jars on its driver's class path
+(:func:`epochal.state.session.driver_class_path`), so the archive holds Delta's
+classes too, and the set-up step writes it from such a session. A user
 ``spark.conf`` entry ``spark.driver.defaultJavaOptions`` replaces ours.
 """
 
@@ -24,7 +27,7 @@ import hashlib
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ENV = "EPOCHAL_JVM_ARCHIVE"
@@ -48,8 +51,12 @@ def archive_path(environ: Mapping[str, str] | None = None) -> Path | None:
         return None if turned_off(chosen) else Path(chosen)
     import pyspark
 
+    from epochal.state.session import default_class_path  # the session module builds on this one
+
     jars = Path(os.path.realpath(pyspark.__file__)).parent / "jars"
-    identity = "|".join((pyspark.__version__, str(jars), _java(env), sys.prefix, jars_fingerprint(jars)))
+    delta = default_class_path(env.get("EPOCHAL_IVY_DIR"))
+    identity = "|".join((pyspark.__version__, str(jars), _java(env), sys.prefix, jars_fingerprint(jars),
+                         files_fingerprint(delta)))
     digest = hashlib.sha1(identity.encode()).hexdigest()[:12]
     return user_cache(env) / "jvm" / f"spark-{pyspark.__version__}-{digest}.jsa"
 
@@ -73,6 +80,21 @@ def jars_fingerprint(folder: Path) -> str:
         entries = sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats)
     except OSError:
         return ""
+    return hashlib.sha1(repr(entries).encode()).hexdigest()
+
+
+def files_fingerprint(paths: Sequence[str]) -> str:
+    """Path, size and modification time of each file, in order (a local session's Delta jars, on the driver's
+    class path after Spark's, are in the archive too: new or re-downloaded ones need another); "" for none."""
+    if not paths:
+        return ""
+    entries = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return ""
+        entries.append((path, st.st_size, st.st_mtime_ns))
     return hashlib.sha1(repr(entries).encode()).hexdigest()
 
 

@@ -74,7 +74,7 @@ def recorded(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) 
     if not isinstance(record, dict) or record.get("packages") != conf[PACKAGES]:
         return None
     jars = record.get("jars")
-    if not jars or not isinstance(jars, list) or not all(os.path.isfile(_local(j)) for j in jars):
+    if not jars or not isinstance(jars, list) or not all(os.path.isfile(local_path(j)) for j in jars):
         return None
     return [str(j) for j in jars]
 
@@ -82,7 +82,7 @@ def recorded(conf: Mapping[str, str], environ: Mapping[str, str] | None = None) 
 def remember(conf: Mapping[str, str], resolved: str | None, environ: Mapping[str, str] | None = None) -> Path | None:
     """Record ``resolved`` (a started session's ``spark.jars``) for the conf's packages; the record's path."""
     jars = [j for j in (resolved or "").split(",") if j]
-    if not applies(conf) or not jars or not all(os.path.isfile(_local(j)) for j in jars):
+    if not applies(conf) or not jars or not all(os.path.isfile(local_path(j)) for j in jars):
         return None
     path = record_path(conf[PACKAGES], conf.get(IVY), environ)
     if path is None:
@@ -97,7 +97,7 @@ def remember(conf: Mapping[str, str], resolved: str | None, environ: Mapping[str
     return path
 
 
-def _local(jar: str) -> str:
+def local_path(jar: str) -> str:
     """A ``spark.jars`` entry (``file:///...`` or a plain path) as a local path."""
     if jar.startswith("file://"):
         return jar[len("file://"):]

@@ -265,15 +265,18 @@ def build_spark_session(
     extra += [p for p in spark_packages(locations) if p not in extra]
     conf[resolved_jars.PACKAGES] = delta_packages(extra)
     jars = resolved_jars.recorded(conf)
+    class_path: list[str] = []
     if jars is not None:  # resolved before: name the files, as Spark's launcher would after resolving
         del conf[resolved_jars.PACKAGES]
-        conf[resolved_jars.JARS] = ",".join(jars)
+        class_path = driver_class_path(settings.master, jars, ivy=conf.get(resolved_jars.IVY))
+        if not class_path:
+            conf[resolved_jars.JARS] = ",".join(jars)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
     preload = _preload_while_the_jvm_starts()
     os.environ[DRIVER_PID_ENV] = str(os.getpid())  # the JVM's environment names its driver (see the constant)
-    with _jvm_stdout_to_stderr():
+    with _jvm_stdout_to_stderr(), _launcher_class_path(class_path):
         spark = builder.getOrCreate()
     if preload is not None:
         preload.join()
@@ -284,6 +287,53 @@ def build_spark_session(
     if remember_lookups:
         _import_helpers(spark)
     return spark
+
+
+#: The environment variable whose class path Spark's launcher appends to the driver JVM's (Spark's builds without
+#: Hadoop use it): where a local session's resolved jars go (:func:`driver_class_path`).
+LAUNCHER_CLASS_PATH = "SPARK_DIST_CLASSPATH"
+
+
+def driver_class_path(master: str, jars: Sequence[str], *, ivy: str | None = None) -> list[str]:
+    """The resolved ``jars`` as the driver JVM's class path (local files), for a local master; [] for another.
+
+    Named in ``spark.jars``, every jar is also the executors': a local executor, in the driver's JVM, fetched
+    each one from the driver's file server into a folder of its own and ran ``chmod`` on it, at every start (89 MB
+    for Delta, 780 MB with S3A's AWS bundle), and loaded them through a class loader of its own, whose classes
+    the JVM's class archive (:mod:`epochal.state.jvm_archive`) cannot hold. On the class path the same files are
+    read in place and Delta's classes come from the archive. An executor of a cluster runs in a JVM of its own,
+    which needs ``spark.jars``: none there.
+
+    The jars of Delta's own packages come first, in their recorded order, then the others (S3A's): the archive
+    is written with Delta's alone, and the JVM maps it only into a class path that begins with the archive's.
+    """
+    if not _is_local(master):
+        return []
+    local = [resolved_jars.local_path(j) for j in jars]
+    first = [j for j in default_class_path(ivy) if j in local]
+    return first + [j for j in local if j not in first]
+
+
+def default_class_path(ivy: str | None = None) -> list[str]:
+    """The jars Delta's own packages were resolved to, as local files ([] before the first resolution)."""
+    conf = {resolved_jars.PACKAGES: delta_packages(), **({resolved_jars.IVY: ivy} if ivy else {})}
+    return [resolved_jars.local_path(j) for j in resolved_jars.recorded(conf) or ()]
+
+
+@contextlib.contextmanager
+def _launcher_class_path(class_path: Sequence[str]):
+    """:data:`LAUNCHER_CLASS_PATH` with ``class_path`` appended while a driver JVM starts, then as it was."""
+    before = os.environ.get(LAUNCHER_CLASS_PATH)
+    if class_path:
+        os.environ[LAUNCHER_CLASS_PATH] = os.pathsep.join([*filter(None, [before]), *class_path])
+    try:
+        yield
+    finally:
+        if class_path:
+            if before is None:
+                os.environ.pop(LAUNCHER_CLASS_PATH, None)
+            else:
+                os.environ[LAUNCHER_CLASS_PATH] = before
 
 
 #: The module a new driver would import with its JVM waiting: PySpark's py4j argument converters import it on the
@@ -390,9 +440,12 @@ def _warm(config_path: str | None = None) -> int:
 
     With ``config_path``, the extra packages of that configuration's
     ``spark.conf["spark.jars.packages"]`` are resolved too, so that a session
-    built from that configuration later finds every jar cached. When this
-    environment has no class-data-sharing archive yet (:mod:`epochal.state.jvm_archive`),
-    the JVM of this step writes one as it exits, after a small Delta workload.
+    built from that configuration later finds every jar cached. Each list of
+    packages is resolved in a JVM of its own (Spark's launcher resolves before
+    the JVM starts). When this environment has no class-data-sharing archive
+    yet (:mod:`epochal.state.jvm_archive`), a last JVM, with Delta's jars on its
+    class path as every later local session has them, writes one as it exits,
+    after a small Delta workload.
     """
     packages = list(S3A_PACKAGES)
     if config_path:
@@ -401,23 +454,34 @@ def _warm(config_path: str | None = None) -> int:
         configured = load_settings(config_path, env={}).spark.conf.get("spark.jars.packages", "")
         packages += [p for p in str(configured).split(",") if p and p not in packages]
     conf = {"spark.jars.packages": ",".join(packages)}
-    archive = jvm_archive.archive_path()
-    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial") if archive and not archive.exists() else None
-    if partial is not None:
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        conf.update(jvm_archive.dump_options(partial))
     spark = build_spark_session(SparkSettings(master="local[1]", conf=conf), app_name="epochal-warm")
     spark._jvm.org.apache.spark.util.Utils.classForName("org.apache.hadoop.fs.s3a.S3AFileSystem", True, False)
-    rows, version = _delta_workload(spark), spark.version
-    spark.stop()
+    _stop(spark)
+    if not default_class_path(os.environ.get("EPOCHAL_IVY_DIR")):  # Delta's own list: a session resolves it
+        _stop(build_spark_session(SparkSettings(master="local[1]"), app_name="epochal-warm"))
+    archive = jvm_archive.archive_path()
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial") if archive and not archive.exists() else None
+    dump: dict[str, str] = {}
     if partial is not None:
-        if jvm_archive.stop_jvm() == 0 and partial.is_file():
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        dump = jvm_archive.dump_options(partial)
+    spark = build_spark_session(SparkSettings(master="local[1]", conf=dump), app_name="epochal-warm")
+    rows, version = _delta_workload(spark), spark.version
+    code = _stop(spark)
+    if partial is not None:
+        if code == 0 and partial.is_file():
             jvm_archive.keep(partial, archive)
         partial.unlink(missing_ok=True)
-    packages_text = conf["spark.jars.packages"]
     kept = f"; JVM class archive {archive}" if archive and archive.is_file() else ""
-    print(f"Delta ready (spark {version}, with {packages_text}, {rows} rows read back{kept})", file=sys.stderr)
+    print(f"Delta ready (spark {version}, with {conf['spark.jars.packages']}, {rows} rows read back{kept})",
+          file=sys.stderr)
     return 0 if rows == 3 else 1
+
+
+def _stop(spark) -> int | None:
+    """Stop ``spark`` and its JVM (the next session of this process starts another); the JVM's exit code."""
+    spark.stop()
+    return jvm_archive.stop_jvm()
 
 
 def _delta_workload(spark) -> int:

@@ -77,21 +77,26 @@ _CHILD = """
 import json, sys
 from epochal.config import SparkSettings
 from epochal.state.session import build_spark_session
-spark = build_spark_session(SparkSettings(master="local[1]", conf={"spark.driver.extraJavaOptions": "-Xshare:on"}))
+options = f"-Xshare:on -Xlog:class+load=info:file={sys.argv[1]}"
+spark = build_spark_session(SparkSettings(master="local[1]", conf={"spark.driver.extraJavaOptions": options}))
 args = list(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
 rows = spark.range(5).count()
 print(json.dumps({"args": [str(a) for a in args], "rows": rows}))
 """
 
 
-def test_the_set_up_step_left_an_archive_that_a_spark_driver_maps():
+def test_the_set_up_step_left_an_archive_that_a_spark_driver_maps(tmp_path):
     """``make setup`` wrote the archive; a driver started with ``-Xshare:on`` (which refuses to start
-    when the archive does not fit its JDK and class path) starts with it and runs a job."""
+    when the archive does not fit its JDK and class path) starts with it and runs a job, and Delta's
+    classes, on a local driver's class path, come from the archive."""
     archive = jvm_archive.archive_path()
     assert archive is not None and archive.is_file(), f"no JVM class archive at {archive}: run `make setup`"
-    child = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=300)
+    loaded = tmp_path / "class-load.log"
+    child = subprocess.run([sys.executable, "-c", _CHILD, str(loaded)], capture_output=True, text=True, timeout=300)
     assert child.returncode == 0, child.stderr[-3000:]
     report = json.loads(child.stdout.strip().splitlines()[-1])
     assert f"-XX:SharedArchiveFile={archive}" in report["args"]
     assert report["args"].index("-Xshare:on") > report["args"].index(f"-XX:SharedArchiveFile={archive}")
     assert report["rows"] == 5
+    extension = [line for line in loaded.read_text().splitlines() if " io.delta.sql.DeltaSparkSessionExtension " in line]
+    assert extension and "shared objects file" in extension[0], extension

@@ -60,6 +60,7 @@ if sys.argv[2] == "write":
     spark.range(5).write.format("delta").save(table)
 conf = spark.sparkContext.getConf()
 print(json.dumps({"packages": conf.get("spark.jars.packages", None), "jars": conf.get("spark.jars", ""),
+                  "class_path": str(spark._jvm.java.lang.System.getProperty("java.class.path")),
                   "rows": spark.read.format("delta").load(table).count()}))
 """
 
@@ -83,5 +84,23 @@ def test_the_second_session_names_the_jars_the_first_resolved_and_delta_works(tm
     assert record["jars"] == first["jars"].split(",") and any("delta-spark" in j for j in record["jars"])
     second = child("read")
     assert second["packages"] is None, "the second session resolves nothing"
-    assert second["jars"].split(",") == record["jars"]
+    assert second["jars"] == "", "a local session's executor fetches no jars"
+    class_path = second["class_path"].split(os.pathsep)
+    assert class_path[-len(record["jars"]):] == [resolved_jars.local_path(j) for j in record["jars"]], \
+        "the recorded jars end the driver's class path, in their order"
     assert first["rows"] == second["rows"] == 5, "Delta works from the named jars"
+
+
+def test_a_local_session_puts_the_jars_on_the_drivers_class_path_delta_s_own_first(tmp_path, monkeypatch):
+    from epochal.state.session import default_class_path, delta_packages, driver_class_path
+
+    monkeypatch.setenv(resolved_jars.ENV, str(tmp_path / "records"))
+    delta = _jars(tmp_path, "delta-spark.jar", "delta-storage.jar")
+    s3 = _jars(tmp_path, "hadoop-aws.jar", "bundle.jar")
+    assert default_class_path() == [] and driver_class_path("local[2]", s3) == [p[len("file://"):] for p in s3]
+    resolved_jars.remember({PACKAGES: delta_packages()}, ",".join(delta))
+    local = [p[len("file://"):] for p in delta + s3]
+    assert default_class_path() == local[:2]
+    # S3A's list as Ivy gave it (its own jars first): Delta's jars are put first, where the archive has them.
+    assert driver_class_path("local[*]", [s3[0], delta[1], s3[1], delta[0]]) == local
+    assert driver_class_path("spark://127.0.0.1:7077", delta + s3) == [], "a cluster's executors need spark.jars"
