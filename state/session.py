@@ -73,6 +73,14 @@ SESSION_DEFAULTS = {
     # entries every warm epoch compiled them all again with Janino; with this one a warm epoch compiles
     # only the code that differs (literals that change each epoch): about 60 (bench/README.md).
     "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
+    # Delta commits to local paths without FileContext. Without Hadoop's native library (PySpark ships none), the
+    # FileContext rename of Delta's default log store runs a ``readlink`` process for each path it checks (the
+    # commit, its temporary file and their ``.crc`` siblings): 35 of the 57 processes an epoch of the toy pipeline
+    # started, 5 ms each (docs/performance.md). Delta's log store for local paths writes the same temporary file
+    # and renames it with the file system's own rename, after the same check that the version is still free (on a
+    # local disk neither store's check and rename is one atomic step). Hadoop's raw local file system would save
+    # the ``chmod`` of each file created as well, but S3A (its upload buffers) needs the checksummed one.
+    "spark.delta.logStore.file.impl": "io.delta.storage.LocalLogStore",
 }
 
 
