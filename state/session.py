@@ -276,7 +276,7 @@ def build_spark_session(
     class_path: list[str] = []
     if jars is not None:  # resolved before: name the files, as Spark's launcher would after resolving
         del conf[resolved_jars.PACKAGES]
-        class_path = driver_class_path(settings.master, jars, ivy=conf.get(resolved_jars.IVY))
+        class_path = driver_class_path(conf["spark.master"], jars, ivy=conf.get(resolved_jars.IVY))
         if not class_path:
             conf[resolved_jars.JARS] = ",".join(jars)
     builder = SparkSession.builder
