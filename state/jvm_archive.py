@@ -16,7 +16,7 @@ fit (the options below keep it quiet). Where it lives: ``EPOCHAL_JVM_ARCHIVE``
 (a path, or ``off``), else ``$XDG_CACHE_HOME/epochal/jvm/`` (``~/.cache``),
 one file per Spark release, Java binary, Python environment and set of Delta
 jars: a local session has Delta's jars on its driver's class path
-(:func:`epochal.state.session.driver_class_path`), so the archive holds Delta's
+(:func:`epochal.state.driver_jars.driver_class_path`), so the archive holds Delta's
 classes too, and the set-up step writes it from such a session. A user
 ``spark.conf`` entry ``spark.driver.defaultJavaOptions`` replaces ours.
 """
@@ -51,7 +51,7 @@ def archive_path(environ: Mapping[str, str] | None = None) -> Path | None:
         return None if turned_off(chosen) else Path(chosen)
     import pyspark
 
-    from epochal.state.session import default_class_path  # the session module builds on this one
+    from epochal.state.driver_jars import default_class_path  # it builds on resolved_jars, which builds on this
 
     jars = Path(os.path.realpath(pyspark.__file__)).parent / "jars"
     delta = default_class_path(env.get("EPOCHAL_IVY_DIR"))
@@ -72,15 +72,14 @@ def turned_off(value: str) -> bool:
 
 
 def jars_fingerprint(folder: Path) -> str:
-    """Name, size and modification time of every jar in ``folder`` (Spark's class path): what the JVM checks
+    """Path, size and modification time of every jar in ``folder`` (Spark's class path): what the JVM checks
     before it maps an archive. A virtualenv re-created at the same path, or pyspark reinstalled, gets new
     jar files and so another archive, instead of one the JVM would silently refuse for ever."""
     try:
-        stats = [(e.name, e.stat()) for e in os.scandir(folder) if e.name.endswith(".jar")]
-        entries = sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats)
+        paths = sorted(e.path for e in os.scandir(folder) if e.name.endswith(".jar"))
     except OSError:
         return ""
-    return hashlib.sha1(repr(entries).encode()).hexdigest()
+    return files_fingerprint(paths)
 
 
 def files_fingerprint(paths: Sequence[str]) -> str:

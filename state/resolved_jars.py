@@ -14,7 +14,7 @@ resolved them to (its ``spark.jars``), and a later session asking for the same
 packages, with the same Ivy settings, names those files in ``spark.jars``
 instead, which is what the launcher would have done itself after resolving
 (a local session puts them on its driver's class path instead:
-:func:`epochal.state.session.driver_class_path`).
+:func:`epochal.state.driver_jars.driver_class_path`).
 Nothing depends on the record: it is used only when every file it names still
 exists, and a session whose configuration sets ``spark.jars`` or another
 ``spark.jars.*`` key itself (its own jars, repositories or Ivy settings)

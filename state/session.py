@@ -9,7 +9,8 @@ a test nor a run downloads jars. The same step leaves a class-data-sharing
 archive that every session's driver JVM maps to start faster
 (:mod:`epochal.state.jvm_archive`), and the first session to resolve a list of
 packages records the files Ivy gave, which later sessions name directly
-(:mod:`epochal.state.resolved_jars`).
+(:mod:`epochal.state.resolved_jars`; a local one puts them on its driver's
+class path, :mod:`epochal.state.driver_jars`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from epochal.config import Gc, Jit, SparkSettings
 from epochal.state import jvm_archive, jvm_view, resolved_jars
+from epochal.state.driver_jars import default_class_path, delta_packages, driver_class_path, is_local, launcher_class_path
 from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -169,14 +171,10 @@ def driver_jit(spark: Any) -> str | None:
     return "quick" if any(str(a) == "-XX:TieredStopAtLevel=1" for a in arguments) else "tiered"
 
 
-def _is_local(master: str) -> bool:
-    return master.startswith("local")
-
-
 def _on_loopback(master: str) -> bool:
     """A local master, or a standalone master on this machine's loopback (``spark://127.0.0.1:7077``)."""
     host = master.split("://", 1)[-1].rsplit(":", 1)[0]
-    return _is_local(master) or (master.startswith("spark://") and host in ("127.0.0.1", "localhost"))
+    return is_local(master) or (master.startswith("spark://") and host in ("127.0.0.1", "localhost"))
 
 
 def _local_cores(master: str) -> int:
@@ -203,7 +201,7 @@ def spark_conf(
     settings derived from ``environ`` (endpoint, region; never credentials).
     ``short_run``: the process runs a short run (:func:`is_short_run`), for ``spark.jit: auto``.
     """
-    cores = _local_cores(settings.master) if _is_local(settings.master) else settings.parallelism
+    cores = _local_cores(settings.master) if is_local(settings.master) else settings.parallelism
     shuffle = settings.shuffle_partitions or max(settings.parallelism, cores)
     conf = {
         **SESSION_DEFAULTS,
@@ -284,7 +282,7 @@ def build_spark_session(
         builder = builder.config(key, value)
     preload = _preload_while_the_jvm_starts()
     os.environ[DRIVER_PID_ENV] = str(os.getpid())  # the JVM's environment names its driver (see the constant)
-    with _jvm_stdout_to_stderr(), _launcher_class_path(class_path):
+    with _jvm_stdout_to_stderr(), launcher_class_path(class_path):
         spark = builder.getOrCreate()
     if preload is not None:
         preload.join()
@@ -295,53 +293,6 @@ def build_spark_session(
     if remember_lookups:
         _import_helpers(spark)
     return spark
-
-
-#: The environment variable whose class path Spark's launcher appends to the driver JVM's (Spark's builds without
-#: Hadoop use it): where a local session's resolved jars go (:func:`driver_class_path`).
-LAUNCHER_CLASS_PATH = "SPARK_DIST_CLASSPATH"
-
-
-def driver_class_path(master: str, jars: Sequence[str], *, ivy: str | None = None) -> list[str]:
-    """The resolved ``jars`` as the driver JVM's class path (local files), for a local master; [] for another.
-
-    Named in ``spark.jars``, every jar is also the executors': a local executor, in the driver's JVM, fetched
-    each one from the driver's file server into a folder of its own and ran ``chmod`` on it, at every start (89 MB
-    for Delta, 780 MB with S3A's AWS bundle), and loaded them through a class loader of its own, whose classes
-    the JVM's class archive (:mod:`epochal.state.jvm_archive`) cannot hold. On the class path the same files are
-    read in place and Delta's classes come from the archive. An executor of a cluster runs in a JVM of its own,
-    which needs ``spark.jars``: none there.
-
-    The jars of Delta's own packages come first, in their recorded order, then the others (S3A's): the archive
-    is written with Delta's alone, and the JVM maps it only into a class path that begins with the archive's.
-    """
-    if not _is_local(master):
-        return []
-    local = [resolved_jars.local_path(j) for j in jars]
-    first = [j for j in default_class_path(ivy) if j in local]
-    return first + [j for j in local if j not in first]
-
-
-def default_class_path(ivy: str | None = None) -> list[str]:
-    """The jars Delta's own packages were resolved to, as local files ([] before the first resolution)."""
-    conf = {resolved_jars.PACKAGES: delta_packages(), **({resolved_jars.IVY: ivy} if ivy else {})}
-    return [resolved_jars.local_path(j) for j in resolved_jars.recorded(conf) or ()]
-
-
-@contextlib.contextmanager
-def _launcher_class_path(class_path: Sequence[str]):
-    """:data:`LAUNCHER_CLASS_PATH` with ``class_path`` appended while a driver JVM starts, then as it was."""
-    before = os.environ.get(LAUNCHER_CLASS_PATH)
-    if class_path:
-        os.environ[LAUNCHER_CLASS_PATH] = os.pathsep.join([*filter(None, [before]), *class_path])
-    try:
-        yield
-    finally:
-        if class_path:
-            if before is None:
-                os.environ.pop(LAUNCHER_CLASS_PATH, None)
-            else:
-                os.environ[LAUNCHER_CLASS_PATH] = before
 
 
 #: The module a new driver would import with its JVM waiting: PySpark's py4j argument converters import it on the
@@ -385,18 +336,6 @@ def _import_helpers(spark) -> None:
         for name in _HELPER_CLASSES:
             java_import(jvm, name)
         jvm_view.remember(jvm)
-
-
-def delta_packages(extra: Sequence[str] = ()) -> str:
-    """``spark.jars.packages`` for Delta (the coordinates delta's pip helper picks for this pyspark), then ``extra``.
-
-    The helper sets them on a builder and accepts nothing else; a throwaway builder's options are read back.
-    """
-    from delta import configure_spark_with_delta_pip
-    from pyspark.sql import SparkSession
-
-    builder = configure_spark_with_delta_pip(SparkSession.Builder(), extra_packages=list(extra))
-    return builder._options[resolved_jars.PACKAGES]
 
 
 class LazySparkSession:

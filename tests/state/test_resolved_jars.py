@@ -67,7 +67,7 @@ print(json.dumps({"packages": conf.get("spark.jars.packages", None), "jars": con
 
 @pytest.mark.slow
 def test_the_second_session_names_the_jars_the_first_resolved_and_delta_works(tmp_path):
-    from epochal.state.session import delta_packages
+    from epochal.state.driver_jars import delta_packages
 
     env = {**os.environ, resolved_jars.ENV: str(tmp_path / "records")}
     table = str(tmp_path / "table")
@@ -92,7 +92,7 @@ def test_the_second_session_names_the_jars_the_first_resolved_and_delta_works(tm
 
 
 def test_a_local_session_puts_the_jars_on_the_drivers_class_path_delta_s_own_first(tmp_path, monkeypatch):
-    from epochal.state.session import default_class_path, delta_packages, driver_class_path
+    from epochal.state.driver_jars import default_class_path, delta_packages, driver_class_path
 
     monkeypatch.setenv(resolved_jars.ENV, str(tmp_path / "records"))
     delta = _jars(tmp_path, "delta-spark.jar", "delta-storage.jar")
