@@ -7,6 +7,7 @@ from pyspark import cloudpickle
 
 import tests
 from epochal.config import SparkSettings
+from epochal.state.epoch_conf import INTERPRETED
 
 # Spark's Python workers cannot import the test package (it is not installed, and the test process sets
 # no PYTHONPATH): functions and classes of tests.* modules (stages, trackers, UDFs) travel by value.
@@ -22,12 +23,33 @@ def spark():
     # kept compiling them on the core the other pytest worker needs. 46 epochs of the toy pipeline in one JVM:
     # 72 CPU-seconds with C1 alone against 98 and 117 tiered, in the same wall time (2026-12-01). The compilers
     # change no result.
+    # Expressions evaluated interpreted, as a small epoch's are (epoch_conf.INTERPRETED), outside epochs too: with
+    # Spark's default every task built the Java source of its projections again and stripped its comments with
+    # regular expressions to look the class up, 62% of the task threads' samples in the state and sink tests, whose
+    # JVM then used 206 CPU-seconds against 147 interpreted (docs/performance.md). The tests of generated code ask
+    # for it (``generated_code``); epochs of the child processes keep the product's rules.
     session = build_spark_session(
-        SparkSettings(master="local[2]", parallelism=2, shuffle_partitions=2, driver_memory="3g", jit="quick"),
+        SparkSettings(master="local[2]", parallelism=2, shuffle_partitions=2, driver_memory="3g", jit="quick",
+                      conf=dict(INTERPRETED)),
         app_name="epochal-tests",
     )
     yield session
     session.stop()
+
+
+#: Spark's own code generation: whole-stage code, and expression factories compiled by Janino where they can be.
+GENERATED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+
+
+@pytest.fixture
+def generated_code(spark):
+    """The test session with Spark's own code generation while the test runs (it evaluates interpreted otherwise)."""
+    before = {key: spark.conf.get(key) for key in GENERATED}
+    for key, value in GENERATED.items():
+        spark.conf.set(key, value)
+    yield spark
+    for key, value in before.items():
+        spark.conf.set(key, value)
 
 
 @pytest.fixture(autouse=True)

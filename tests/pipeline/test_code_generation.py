@@ -36,7 +36,7 @@ def test_planned_bytes_are_known_only_for_sources_that_list_their_files():
     assert planned_bytes({"files": ["a"], "fingerprints": {"a": None}}) is None  # the file is gone
 
 
-def test_below_the_threshold_nothing_is_compiled_and_the_session_gets_its_settings_back(spark):
+def test_below_the_threshold_nothing_is_compiled_and_the_session_gets_its_settings_back(spark, generated_code):
     settings = SparkSettings(master="local[2]", codegen_min_mb=1)
     before = {key: spark.conf.get(key) for key in INTERPRETED}
     constant = 9_180_000_000 + compiled_classes(spark)  # a literal no other test compiled
@@ -57,7 +57,7 @@ def test_below_the_threshold_nothing_is_compiled_and_the_session_gets_its_settin
     assert {key: spark.conf.get(key) for key in INTERPRETED} == before
 
 
-def test_an_unknown_size_a_zero_threshold_and_the_configurations_own_setting(spark):
+def test_an_unknown_size_a_zero_threshold_and_the_configurations_own_setting(spark, generated_code):
     with code_generation(spark, SparkSettings(master="local[2]"), None) as mode:
         assert mode == "generated"
         assert spark.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
@@ -104,7 +104,7 @@ def test_below_the_join_threshold_no_side_is_broadcast_by_size_but_a_hint_still_
         assert joins == "spark.conf" and spark.conf.get(BROADCAST_THRESHOLD) == before  # left alone
 
 
-def test_an_epoch_interpreted_and_one_generated_write_the_same_sinks(spark, tmp_path, toy_registered):
+def test_an_epoch_interpreted_and_one_generated_write_the_same_sinks(spark, tmp_path, toy_registered, generated_code):
     reports, sinks = {}, {}
     for name, threshold in (("interpreted", 8), ("generated", 0)):
         config = _deploy(tmp_path / name)
@@ -120,6 +120,7 @@ def test_an_epoch_interpreted_and_one_generated_write_the_same_sinks(spark, tmp_
     assert [e.input_bytes for e in reports["interpreted"]] == [p.stat().st_size for p in hours]
     assert [e.code for e in reports["interpreted"]] == ["interpreted"] * 4
     assert [e.code for e in reports["generated"]] == ["generated"] * 4
+    assert sum(e.compiled_classes for e in reports["generated"]) > 0  # Spark's code generation ran
     assert [e.joins for e in reports["interpreted"]] == ["shuffle"] * 4
     assert [e.joins for e in reports["generated"]] == ["auto"] * 4
     assert sinks["interpreted"] == sinks["generated"] == (EXPECTED_TOTALS, EXPECTED_LOG)

@@ -23,7 +23,7 @@ def _query(spark, constant: int):
     return spark.range(4).select((F.col("id") * 7 + F.lit(constant)).alias("x")).where(F.col("x") > -1)
 
 
-def test_a_query_run_again_after_many_others_is_not_compiled_again(spark):
+def test_a_query_run_again_after_many_others_is_not_compiled_again(spark, generated_code):
     assert int(spark.conf.get("spark.sql.codegen.cache.maxEntries")) == CODEGEN_CACHE_ENTRIES
 
     before = compiled_classes(spark)
