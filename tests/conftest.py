@@ -37,16 +37,13 @@ def spark():
     session.stop()
 
 
-#: Spark's own code generation: whole-stage code, and expression factories compiled by Janino where they can be.
-GENERATED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
-
-
 @pytest.fixture
 def generated_code(spark):
-    """The test session with Spark's own code generation while the test runs (it evaluates interpreted otherwise)."""
-    before = {key: spark.conf.get(key) for key in GENERATED}
-    for key, value in GENERATED.items():
-        spark.conf.set(key, value)
+    """The test session with Spark's own code generation while the test runs (it evaluates interpreted otherwise):
+    the keys of ``INTERPRETED`` unset, so Spark's defaults apply."""
+    before = {key: spark.conf.get(key) for key in INTERPRETED}
+    for key in INTERPRETED:
+        spark.conf.unset(key)
     yield spark
     for key, value in before.items():
         spark.conf.set(key, value)
