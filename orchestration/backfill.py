@@ -46,16 +46,20 @@ class RangeReporter:
 
     def __call__(self, report) -> None:
         checkpoint_s = checkpoint_duration(self.d, report)  # one read of the statistics for both uses
-        log_epoch(self.context, self.d, report, checkpoint_s, self.tags)
+        # The upsert sinks are compared with the state after the range's last partition, not after each.
+        log_epoch(self.context, self.d, report, checkpoint_s, self.tags, compare_upserts=report.partition == self.keys[-1])
         self.done.append(report.partition)
         self.context.log.info(progress_line(report, self.keys, checkpoint_s))
 
 
-def log_epoch(context, d, report, checkpoint_s: float | None, tags: dict[str, str] | None = None) -> None:
-    """One finished epoch as events of its partition: every asset's materialization, then its check results."""
+def log_epoch(
+    context, d, report, checkpoint_s: float | None, tags: dict[str, str] | None = None, *, compare_upserts: bool = True
+) -> None:
+    """One finished epoch as events of its partition: every asset's materialization, then its check results
+    (``compare_upserts``: see ``epochal.pipeline.checks.state_consistency``)."""
     for asset_key, meta in asset_metadata(d, report, checkpoint_s):
         context.log_event(dg.AssetMaterialization(asset_key, partition=report.partition, metadata=meta, tags=tags))
-    for result in check_results(d, report):
+    for result in check_results(d, report, compare_upserts=compare_upserts):
         context.log_event(dg.AssetCheckEvaluation(
             asset_key=dg.AssetKey(CHECKPOINT), check_name=result.check_name, passed=result.passed,
             metadata=result.metadata, severity=result.severity, description=result.description,

@@ -90,7 +90,7 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
     def on_epoch(done) -> None:
         durations[done.epoch] = checkpoint_duration(d, done)
         if done.partition != key:  # a catch-up epoch: reported as it ends (if the run dies later, it stays)
-            log_epoch(context, d, done, durations[done.epoch])
+            log_epoch(context, d, done, durations[done.epoch], compare_upserts=False)  # compared after ``key``'s
         context.log.info(progress_line(done, keys, durations[done.epoch]))
 
     runner.on_epoch = on_epoch

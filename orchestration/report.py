@@ -33,9 +33,10 @@ def checkpoint_duration(d, report) -> float | None:
         return None
 
 
-def check_results(d, report) -> Iterator[dg.AssetCheckResult]:
+def check_results(d, report, *, compare_upserts: bool = True) -> Iterator[dg.AssetCheckResult]:
+    """The checkpoint's two checks after ``report``'s epoch (``compare_upserts``: see ``state_consistency``)."""
     yield _completeness(d, report)
-    consistent = state_consistency(d, report.epoch)
+    consistent = state_consistency(d, report.epoch, compare_upserts=compare_upserts)
     yield dg.AssetCheckResult(
         check_name=CHECK_CONSISTENT, asset_key=CHECKPOINT, passed=consistent.passed,
         description=consistent.description, metadata=consistent.metadata,

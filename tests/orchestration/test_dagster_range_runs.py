@@ -14,6 +14,7 @@ import re
 import dagster as dg
 import pytest
 
+from epochal.pipeline.checks import UPSERTS_AT_END
 from epochal.pipeline.runner import EpochRunner
 from tests.orchestration.test_dagster_runs import KEYS, _expected, _run, _totals, deployment  # noqa: F401
 
@@ -60,6 +61,14 @@ def test_a_backfill_range_in_one_run_reports_every_epoch_on_its_own(deployment, 
                    e.asset_check_evaluation_data.partition)
                   for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
         assert sorted(checks) == sorted((name, True, k) for name in ("checkpoint_complete", "state_consistent") for k in KEYS)
+        # The upsert sink is compared with the state once, after the range's last partition; before it, each
+        # partition's check names it as left to then (the append sink is checked after every partition).
+        consistent = {e.asset_check_evaluation_data.partition: e.asset_check_evaluation_data.metadata
+                      for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+                      and e.asset_check_evaluation_data.check_name == "state_consistent"}
+        assert all(consistent[k]["totals_not_checked"].value == UPSERTS_AT_END for k in KEYS[:-1])
+        assert consistent[KEYS[-1]]["totals_rows_differing"].value == 0 and "totals_not_checked" not in consistent[KEYS[-1]]
+        assert all(consistent[k]["log_rows_ahead_of_state"].value == 0 for k in KEYS)
         # Each partition's check executions are its own (the UI's check history): none skipped, none without one.
         for name in ("checkpoint_complete", "state_consistent"):
             key = dg.AssetCheckKey(dg.AssetKey("checkpoint"), name)
