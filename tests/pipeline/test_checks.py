@@ -1,5 +1,6 @@
-"""The ``state_consistent`` check Dagster runs after every partition (a range run compares its upsert sinks after its last): it passes on a deployment the runner
-wrote, and fails, naming the sink and counting the rows, when a sink no longer agrees with the state."""
+"""The ``state_consistent`` check Dagster runs after every partition (a range run compares its upsert sinks
+after its last): it passes on a deployment the runner wrote, and fails, naming the sink and counting the rows,
+when a sink no longer agrees with the state."""
 
 from __future__ import annotations
 
