@@ -261,6 +261,7 @@ def test_dagster_yaml_passes_dagsters_validation_with_postgres_and_limits():
 
     coordinator = ref.run_coordinator_data.rehydrate(object)  # imports the class and validates its config
     assert type(coordinator).__name__ == "QueuedRunCoordinator"
+    assert coordinator.dequeue_interval_seconds == 1  # Dagster's default 5 s: a launched run waited 2.5 s more
     assert type(ref.run_launcher_data.rehydrate(object)).__name__ == "DefaultRunLauncher"
     effective = ConcurrencyConfig.from_concurrency_settings(config["concurrency"], coordinator.get_run_queue_config())
     assert effective.pool_config.pool_granularity is PoolGranularity.RUN
@@ -290,8 +291,8 @@ def test_a_broken_dagster_yaml_is_refused_by_the_same_validation(tmp_path):
     cases = {
         "a misspelled key": text.replace("tag_concurrency_limits:", "tag_concurrency_limit:"),
         "limits both in concurrency and the coordinator": text.replace(
-            "  class: QueuedRunCoordinator",
-            "  class: QueuedRunCoordinator\n  config:\n    tag_concurrency_limits: []",
+            "    dequeue_interval_seconds: 1",
+            "    dequeue_interval_seconds: 1\n    tag_concurrency_limits: []",
         ),
     }
     for what, broken in cases.items():
