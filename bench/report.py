@@ -169,6 +169,16 @@ def _backfill_table(backfill: dict[str, Any] | None) -> list[str]:
              v.get("kept_from") or backfill.get("measured_at", "")]
             for side, v in ((s, backfill[s]) for s in ("one_run", "run_per_epoch") if s in backfill)]
     lines += _table(["side", "status", "runs", "wall s", "sum of its epochs s", "measured"], rows)
+    rounds = backfill.get("one_run_rounds") or []
+    if len(rounds) > 1:
+        lines += [f"One run over the range in {len(rounds)} rounds, each launched at another place of the backfill "
+                  "daemon's 30 s cycle; the table's `one_run` is the round of median ratio:", ""]
+        lines += _table(["round", "launched after the webserver answered s", "wall s", "sum of its epochs s",
+                         "daemon: launch to run s", "daemon: run end to backfill end s", "ratio"],
+                        [[i + 1, r.get("delay_s"), r["wall_s"], r["epochs_sum_s"],
+                          r.get("daemon_waits", {}).get("to_first_run_s", ""),
+                          r.get("daemon_waits", {}).get("after_last_run_s", ""), r.get("ratio_with_session_start")]
+                         for i, r in enumerate(rounds)])
     if backfill.get("one_run_vs_run_per_epoch") is not None:
         lines += [f"One run over the range takes {backfill['one_run_vs_run_per_epoch']}x the wall time of one run per epoch."]
     if backfill.get("one_run_vs_its_epochs") is not None:

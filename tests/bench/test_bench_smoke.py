@@ -93,3 +93,25 @@ def test_bench_profile_names_a_codec_it_cannot_read(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="no events_<n>_<app> files"):
         read_jobs(tmp_path / "empty")
+
+
+def test_the_backfill_rounds_report_the_median_round_and_each_rounds_daemon_waits(tmp_path):
+    from bench.backfill import median_round
+
+    def round_(delay, wall, to_run, after_run):
+        return {"status": "COMPLETED_SUCCESS", "runs": 1, "wall_s": wall, "epochs_sum_s": 100.0, "delay_s": delay,
+                "daemon_waits": {"to_first_run_s": to_run, "after_last_run_s": after_run},
+                "ratio_with_session_start": round(wall / 105.0, 3)}
+
+    rounds = [round_(5.0, 150.0, 27.0, 9.0), round_(15.0, 130.0, 16.0, 9.0), round_(25.0, 120.0, 6.0, 9.0)]
+    assert median_round(rounds) is rounds[1]
+    assert median_round(rounds[:2]) is rounds[0]  # of two, the higher
+    section = {"events": 5000, "partitions": 24, "one_run": median_round(rounds), "one_run_rounds": rounds,
+               "session_start_s": 5.0, "one_run_vs_its_epochs": 1.3, "one_run_vs_its_epochs_and_a_session_start":
+               rounds[1]["ratio_with_session_start"], "one_run_vs_run_per_epoch": None, "measured_at": "now"}
+    write_report({"backfill": section}, tmp_path)
+    text = (tmp_path / "results.md").read_text()
+    assert "| 1 | 5.0 | 150.0 | 100.0 | 27.0 | 9.0 | 1.429 |" in text
+    assert "| one_run | COMPLETED_SUCCESS | 1 | 130.0 | 100.0 |" in text
+    (target,) = targets({"backfill": section})
+    assert target["value"] == 1.238
