@@ -44,8 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--backfill-sides", default=",".join(backfill.SIDES),
                         help=f"backfill part: the sides to measure, of {tuple(backfill.SIDES)} (the others keep their last figures)")
     parser.add_argument("--backfill-rounds", type=int,
-                        help="backfill part: one-run backfills (default 3, 1 with --quick), each launched at another place of the daemon's "
-                             "30 s cycle (bench/backfill.py)")
+                        help="backfill part: one-run backfills (default 3, 1 with --quick), each launched at "
+                             "another place of the daemon's 30 s cycle (bench/backfill.py)")
     parser.add_argument("--work", type=Path, default=WORK)
     parser.add_argument("--results", type=Path, default=RESULTS)
     return parser
@@ -95,8 +95,9 @@ def main() -> None:
         measured["backfill"] = stamp()
         events, hours = plan["backfill"]
         sides = tuple(x for x in args.backfill_sides.split(",") if x)
+        rounds = args.backfill_rounds or (1 if args.quick else 3)
         results["backfill"] = backfill.measure(args.work, events=events, hours=hours, sides=sides,
-                                               previous=results.get("backfill"), rounds=args.backfill_rounds or (1 if args.quick else 3))
+                                               previous=results.get("backfill"), rounds=rounds)
         save_results(path, results)
     for written in write_report(results, args.results):
         print(written)

@@ -107,8 +107,8 @@ def test_the_backfill_rounds_report_the_median_round_and_each_rounds_daemon_wait
     assert median_round(rounds) is rounds[1]
     assert median_round(rounds[:2]) is rounds[0]  # of two, the higher
     section = {"events": 5000, "partitions": 24, "one_run": median_round(rounds), "one_run_rounds": rounds,
-               "session_start_s": 5.0, "one_run_vs_its_epochs": 1.3, "one_run_vs_its_epochs_and_a_session_start":
-               rounds[1]["ratio_with_session_start"], "one_run_vs_run_per_epoch": None, "measured_at": "now"}
+               "session_start_s": 5.0, "one_run_vs_its_epochs": 1.3, "one_run_vs_run_per_epoch": None,
+               "one_run_vs_its_epochs_and_a_session_start": rounds[1]["ratio_with_session_start"], "measured_at": "now"}
     write_report({"backfill": section}, tmp_path)
     text = (tmp_path / "results.md").read_text()
     assert "| 1 | 5.0 | 150.0 | 100.0 | 27.0 | 9.0 | 1.429 |" in text
