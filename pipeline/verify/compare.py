@@ -9,7 +9,9 @@ and one sample row of each table that differs come back to the driver. What is c
   ``namespace``, ``value``, ``expires_at``. ``updated_epoch`` is bookkeeping, left out;
 - operator state: the elements (``map_key``, ``value``), not which subtask holds them (a subtask is a
   Spark partition index, and a restore with another parallelism redistributes them). After a rescale
-  they are compared as a set: union state is copied to every subtask;
+  they are compared as a set (union state is copied to every subtask), and a difference is marked
+  ``operator`` (:attr:`TableDiff.kind`): a stage that keeps a value per subtask (Flink's per-subtask
+  counter in list state) rewrites it at the new parallelism, so it need not equal the straight run's;
 - any other table under the state root: every column.
 
 Map columns (no Spark set operation takes them) are compared as their entries sorted by key.
@@ -48,6 +50,7 @@ class TableDiff:
     sample: dict[str, Any] | None = None  # one differing row
     sample_side: str | None = None  # "missing" (in the reference only) or "extra" (here only)
     detail: str | None = None  # a difference that is not about rows (a table or column missing)
+    kind: str | None = None  # "operator": an operator state table
 
     def describe(self) -> str:
         if self.detail:
@@ -89,6 +92,10 @@ def normal_column(column: Column, dtype: T.DataType) -> Column:
     return F.when(column.isNull(), F.lit(None)).otherwise(
         F.struct(*[normal_column(column[f.name], f.dataType).alias(f.name) for f in dtype.fields])
     )
+
+
+def _kind(df: DataFrame) -> str | None:
+    return "operator" if sorted(df.columns) == sorted(OPERATOR_COLUMNS) else None
 
 
 def comparable(df: DataFrame, *, clock: datetime, rescaled: bool = False) -> DataFrame:
@@ -186,27 +193,30 @@ def diff_tables(
     diffs: dict[str, TableDiff] = {}
     frames: list[DataFrame] = []
     stages: dict[str, str | None] = {}
+    kinds: dict[str, str | None] = {}
     for table, stage, ref_path, act_path in pairs:
         stages[table] = stage
         ref_df, act_df = _read(spark, ref_path), _read(spark, act_path)
         if ref_df is None and act_df is None:
             continue
+        kinds[table] = _kind(act_df if ref_df is None else ref_df)
         if ref_df is None or act_df is None:
             present = act_df if ref_df is None else ref_df
             rows = comparable(present, clock=clock, rescaled=rescaled).count()
             if rows:  # a table created but never written equals one never created
                 where = "here only" if ref_df is None else "in the reference only"
                 diffs[table] = TableDiff(table, stage, rows if act_df is None else 0, rows if ref_df is None else 0,
-                                         detail=f"the table exists {where}, with {rows} row(s)")
+                                         detail=f"the table exists {where}, with {rows} row(s)", kind=kinds[table])
             continue
         ref_df = comparable(ref_df, clock=clock, rescaled=rescaled)
         act_df = comparable(act_df, clock=clock, rescaled=rescaled)
         if sorted(ref_df.columns) != sorted(act_df.columns):
-            diffs[table] = TableDiff(table, stage, 0, 0,
+            diffs[table] = TableDiff(table, stage, 0, 0, kind=kinds[table],
                                      detail=f"columns differ: {sorted(ref_df.columns)} vs {sorted(act_df.columns)}")
             continue
         frames += [_signed_rows(table, ref_df, 1, ref_df.columns), _signed_rows(table, act_df, -1, ref_df.columns)]
     if frames:
         for table, (missing, extra, sample, side) in _count_differences(frames).items():
-            diffs[table] = TableDiff(table, stages[table], missing, extra, json.loads(sample) if sample else None, side)
+            diffs[table] = TableDiff(table, stages[table], missing, extra, json.loads(sample) if sample else None, side,
+                                     kind=kinds[table])
     return [diffs[t] for t in sorted(diffs)]

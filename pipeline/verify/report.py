@@ -35,6 +35,7 @@ class ScenarioResult:
     detail: str | None = None
     duration_s: float = 0.0
     crash: str | None = None  # the EPOCHAL_CRASH_AT / EPOCHAL_CRASH_AFTER_S the killed process had
+    note: str | None = None  # a difference that is not a failure (operator state after a rescale)
 
     @property
     def passed(self) -> bool:
@@ -47,7 +48,7 @@ class ScenarioResult:
             more = f" (+{len(self.diffs) - 1} more table(s))" if len(self.diffs) > 1 else ""
             return first + more
         if self.outcome in (Outcome.MATCH, Outcome.REFERENCE):
-            return "none"
+            return "none" + (" (note below)" if self.note else "")
         return self.detail or "-"
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,6 +61,7 @@ class ScenarioResult:
             "detail": self.detail,
             "duration_s": round(self.duration_s, 2),
             "crash": self.crash,
+            "note": self.note,
         }
 
 
@@ -125,12 +127,14 @@ class VerifyReport:
         failed = [s for s in self.scenarios if not s.passed]
         lines.append("")
         if self.ok:
-            lines.append(f"OK: {len(self.scenarios)} scenarios, the sinks and the state equal the straight run's")
+            but = " (but for the notes below)" if any(s.note for s in self.scenarios) else ""
+            lines.append(f"OK: {len(self.scenarios)} scenarios, the sinks and the state equal the straight run's{but}")
         else:
             lines.append(f"FAILED: {self.reason()}")
             for s in failed:
                 for d in s.diffs:
                     lines.append(f"  {s.name}: {d.describe()}")
+        lines += [f"  note: {s.name}: {s.note}" for s in self.scenarios if s.note]
         if self.kept and self.workdir:
             lines.append(f"kept: {self.workdir}")
         return "\n".join(lines)

@@ -58,3 +58,22 @@ def test_tables_compared_together_each_to_the_microsecond_with_zero_signs_equal(
     assert (later_diff.missing, later_diff.extra, later_diff.sample_side, later_diff.sample["k"]) == (1, 1, "missing", "a")
     assert later_diff.sample["at"].endswith(".456789Z")
     assert "columns differ" in other_diff.describe()
+
+
+def test_an_operator_state_difference_is_marked_as_such_and_a_note_shows_under_an_ok_table(spark, tmp_path):
+    from epochal.pipeline.verify.report import Outcome, ScenarioResult, VerifyReport
+
+    schema = "subtask int, ord int, parallelism int, map_key string, value bigint"
+    reference = _table(spark, tmp_path / "ref", [(0, 0, 2, None, 2), (1, 0, 2, None, 1)], schema)
+    rescaled = _table(spark, tmp_path / "rescaled", [(0, 0, 3, None, 1), (1, 0, 3, None, 1), (2, 0, 3, None, 1)], schema)
+    diff = diff_table(spark, "state:count/seen", "count", reference, rescaled, clock=CLOCK, rescaled=True)
+    assert (diff.kind, diff.missing, diff.extra) == ("operator", 1, 0)
+    keyed = _table(spark, tmp_path / "keyed", [(1, "a", "", {"x": 1}, None, 1)], KEYED)
+    assert diff_table(spark, "state:s/t", "s", keyed, None, clock=CLOCK).kind is None
+
+    note = f"operator state differs after the rescale: {diff.describe()}"
+    report = VerifyReport("acme.counted:build", "a", "b", 2, None, False,
+                          [ScenarioResult("savepoint, restore with parallelism 3", "savepoint", Outcome.MATCH, note=note)])
+    text = report.table()
+    assert report.ok and "none (note below)" in text and "(but for the notes below)" in text
+    assert f"  note: savepoint, restore with parallelism 3: {note}" in text
