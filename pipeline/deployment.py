@@ -62,7 +62,8 @@ class Deployment:
         rewrite_below = int(settings.spark.state_rewrite_below_mb * 1024 * 1024)
         self.keyed = {
             s.name: KeyedStateBackend(
-                spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism, rewrite_below_bytes=rewrite_below
+                spark, self.shared_root, s.name, max_parallelism=pipeline.max_parallelism, rewrite_below_bytes=rewrite_below,
+                declared=[d.name for d in s.keyed_state],
             )
             for s in pipeline.stages
         }

@@ -91,8 +91,12 @@ class KeyedStateBackend:
         max_parallelism: int = DEFAULT_MAX_PARALLELISM,
         context: EpochContext | None = None,
         rewrite_below_bytes: int = REWRITE_BELOW_BYTES,
+        declared: Iterable[str] | None = None,
     ) -> None:
         check_parallelism(max_parallelism)
+        #: The names of the stage's declared keyed states (None: any): only those are checkpointed and
+        #: restored, so a read or write of another is refused instead of drifting from every checkpoint.
+        self.declared = None if declared is None else frozenset(declared)
         self.spark = spark
         self.root = root.rstrip("/")
         self.stage = stage
@@ -120,6 +124,13 @@ class KeyedStateBackend:
         path = self.table_path(descriptor)
         if path in self._opened:
             return path
+        if self.declared is not None and descriptor.name not in self.declared:
+            raise StateSchemaError(
+                f"stage {self.stage!r} uses keyed state {descriptor.name!r}, which it does not declare "
+                f"(declared: {sorted(self.declared)}): it would be in no checkpoint and no restore would rewind it",
+                action="add its descriptor to the stage's keyed_state",
+                state=descriptor.name,
+            )
         if delta_io.is_delta_table(path):
             self._check_existing(descriptor, path)
         else:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 import tests.support.toy_pipeline as toy
 from epochal.config import load_settings
@@ -27,6 +28,7 @@ from epochal.pipeline.errors import PipelineDefinitionError, SinkError, StageErr
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from epochal.state.backends.timers import EventTimeTimers
+from epochal.state.descriptors import ValueStateDescriptor
 from tests.support.paths import child_env
 
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))
@@ -114,6 +116,31 @@ def test_a_row_without_a_key_is_refused_by_keyed_state_in_one_line_and_the_state
                                  "writing state sum/total at epoch 1: a row has a null key"), first_line
     assert "drop the rows whose key is null" in first_line
     assert sorted(tuple(r) for r in runner.d.keyed["sum"].values(toy.TOTAL).collect()) == before
+
+
+class UsesUndeclared(toy.Sum):
+    """Reads and writes a keyed state it does not list in ``keyed_state`` (found by a probe, 2026-12-04)."""
+
+    LAST = ValueStateDescriptor("last", value_type=T.LongType())
+
+    def process(self, ctx, inputs):
+        out = super().process(ctx, inputs)
+        ctx.keyed.update(self.LAST, inputs["read.rows"].groupBy("key").agg(F.max("n").alias("value")))
+        return out
+
+
+def test_a_keyed_state_the_stage_does_not_declare_is_refused_naming_it_before_a_table_exists(spark, tmp_path,
+                                                                                             toy_registered):
+    """Undeclared state is in no checkpoint: restores would not rewind it. It used to be written all the same."""
+    runner = _runner(spark, tmp_path, UsesUndeclared)
+    with pytest.raises(StageError) as raised:
+        runner.run(to=FIRST)
+    first_line = str(raised.value).splitlines()[0]
+    assert first_line.startswith("stage 'sum' failed at epoch 0 (partition 2026-11-01-00:00): StateSchemaError: "
+                                 "stage 'sum' uses keyed state 'last', which it does not declare (declared: ['total'])"), first_line
+    assert "add its descriptor to the stage's keyed_state" in first_line
+    assert not (tmp_path / "checkpoints" / "shared" / "sum" / "last").exists()
+    assert runner.d.progress.load().last_done_epoch is None
 
 
 def test_timers_listed_in_keyed_state_stand_for_their_descriptor_and_anything_else_is_named():
