@@ -107,6 +107,19 @@ class Pipeline:
         """Stages in DAG order."""
         return list(self._order)
 
+    def computed_from(self, inputs: Sequence[str]) -> list[str]:
+        """The stages whose outputs ``inputs`` (``<stage>.<output>``, a stage's name, or a source's) are computed
+        from, directly or through other stages, in DAG order."""
+        by_name = {s.name: s for s in self._order}
+        found: set[str] = set()
+        todo = [ref.partition(".")[0] for ref in inputs]
+        while todo:
+            name = todo.pop()
+            if name in by_name and name not in found:
+                found.add(name)
+                todo += [ref.partition(".")[0] for ref in by_name[name].inputs]
+        return [s.name for s in self._order if s.name in found]
+
     def readers(self, stage: Stage, output: str) -> int:
         """How many stages and sinks read ``output`` of ``stage`` (a lone output is also read by the stage's name)."""
         by_name = self._consumers.get(stage.name, 0) if len(stage.outputs) == 1 else 0

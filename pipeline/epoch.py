@@ -207,7 +207,8 @@ class EpochTransaction(_CheckpointingTransaction):
                 except EpochalError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - where a stage's lazy output is computed: say where
-                    raise SinkError(name, self.epoch, self.d.partitioning.key(self.epoch), exc) from exc
+                    raise SinkError(name, self.epoch, self.d.partitioning.key(self.epoch), exc,
+                                    self.d.pipeline.computed_from([sink.spec.input])) from exc
                 if self.pending is not None:
                     self._ack_sink(name)
             entry = self.report.sinks[name] = {"duration_s": self.report.steps[f"sink:{name}"]["s"], "table": sink.path}
@@ -276,7 +277,7 @@ class EpochTransaction(_CheckpointingTransaction):
         except PipelineError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user-code boundary
-            raise StageError(stage.name, self.epoch, ctx.partition, exc) from exc
+            raise StageError(stage.name, self.epoch, ctx.partition, exc, d.pipeline.computed_from(stage.inputs)) from exc
         self._check_sink_inputs(stage, produced)
         for out, frame in produced.items():
             ref = f"{stage.name}.{out}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from epochal.errors import EpochalError
 
 
@@ -11,6 +13,22 @@ class PipelineError(EpochalError):
 
 class PipelineDefinitionError(PipelineError):
     """The pipeline DAG is malformed (unknown input, cycle, duplicate name)."""
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def _first_line(text: str) -> str:
+    """A message's first line; for one carrying a Python traceback (a UDF's error, through Spark's Python worker:
+    "An exception was thrown from the Python worker: Traceback ..."), that line with the error the traceback ends in."""
+    text = text.strip()
+    if _TRACEBACK not in text:
+        lines = text.splitlines()
+        return lines[0] if lines else ""
+    before = text.split(_TRACEBACK, 1)[0].strip().splitlines()
+    trace = text.rsplit(_TRACEBACK, 1)[1].splitlines()[1:]
+    error = next((line for line in trace if line.strip() and not line[0].isspace()), "")
+    return " ".join(part for part in (before[0] if before else "", error.strip()) if part)
 
 
 def one_line(exc: BaseException) -> str:
@@ -26,23 +44,35 @@ def one_line(exc: BaseException) -> str:
                 if cause is None:
                     break
                 java = cause
-            lines = str(java.getMessage() or "").strip().splitlines()
-            return f"{java.getClass().getSimpleName()}: {lines[0] if lines else ''}".rstrip(": ")
+            return f"{java.getClass().getSimpleName()}: {_first_line(str(java.getMessage() or ''))}".rstrip(": ")
         except Exception:  # noqa: BLE001 - the JVM is gone: fall back to the Python text
             pass
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    first = _first_line(str(exc))
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def computed_lazily(exc: BaseException) -> bool:
+    """Whether Spark raised ``exc`` computing a job: the failing expression may come from any frame the one being
+    computed was built from (an analysis or parse error is raised where the frame is built)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors.exceptions.captured import AnalysisException, CapturedException, ParseException
+
+    if isinstance(exc, Py4JJavaError):
+        return True
+    return isinstance(exc, CapturedException) and not isinstance(exc, (AnalysisException, ParseException))
 
 
 class StageError(PipelineError):
     """An exception raised by a stage's own code (user code), with where it happened.
 
-    The message's first line (what the command line prints) ends with :func:`one_line` of the cause;
-    the cause's whole text follows on the next lines."""
+    The message's first line (what the command line prints) ends with :func:`one_line` of the cause (and, for an
+    error Spark raised computing a job, the stages its inputs were computed in, ``upstream``, where the failing
+    expression may be); the cause's whole text follows on the next lines."""
 
     what = "stage"
+    lazily = "this stage's or in a stage it reads"
 
-    def __init__(self, stage: str, epoch: int, partition: str, cause: BaseException) -> None:
+    def __init__(self, stage: str, epoch: int, partition: str, cause: BaseException, upstream: Sequence[str] = ()) -> None:
         self.stage = stage
         self.epoch = epoch
         self.partition = partition
@@ -50,6 +80,8 @@ class StageError(PipelineError):
         where = f"{self.what} {stage!r} failed at epoch {epoch} (partition {partition})"
         full = f"{type(cause).__name__}: {cause}"
         first = one_line(cause)
+        if upstream and computed_lazily(cause):
+            first += f" (Spark computes lazily: the failing expression may be {self.lazily}: {', '.join(upstream)})"
         super().__init__(f"{where}: {first}" + ("" if full == first else f"\n{full}"),
                          **{self.what: stage}, epoch=epoch, partition=partition)
 
@@ -58,6 +90,7 @@ class SinkError(StageError):
     """A sink's write failed (often where a stage's lazy output is first computed), with where it happened."""
 
     what = "sink"
+    lazily = "in the stages its input is computed in"
 
     @property
     def sink(self) -> str:

@@ -118,6 +118,34 @@ def test_a_row_without_a_key_is_refused_by_keyed_state_in_one_line_and_the_state
     assert sorted(tuple(r) for r in runner.d.keyed["sum"].values(toy.TOTAL).collect()) == before
 
 
+class ReadWithFailingUdf(toy.Read):
+    """A Python UDF that raises: Spark runs it only when a later stage or sink computes the rows (probe, 2026-12-04)."""
+
+    def process(self, ctx, inputs):
+        rows = super().process(ctx, inputs)["rows"]
+
+        @F.udf("long")
+        def doubled(n):
+            if n == 2:
+                raise RuntimeError(f"cannot double {n}")
+            return 2 * n
+
+        return {"rows": rows.withColumn("n", doubled("n"))}
+
+
+def test_a_udfs_error_is_named_in_the_first_line_with_the_stages_spark_may_have_computed_it_in(spark, tmp_path,
+                                                                                                 toy_registered):
+    runner = _runner(spark, tmp_path)
+    runner.d.pipeline.stages[0].__class__ = ReadWithFailingUdf
+    with pytest.raises(StageError) as raised:
+        runner.run(to=FIRST)
+    first_line = str(raised.value).splitlines()[0]
+    assert re.match(r"(stage 'sum'|sink 'totals') failed at epoch 0 \(partition 2026-11-01-00:00\): \w*Exception: "
+                    r".*RuntimeError: cannot double 2 \(Spark computes lazily: the failing expression may be "
+                    r"(this stage's or in a stage it reads: read|in the stages its input is computed in: read, sum)\)$",
+                    first_line), first_line
+
+
 class UsesUndeclared(toy.Sum):
     """Reads and writes a keyed state it does not list in ``keyed_state`` (found by a probe, 2026-12-04)."""
 
