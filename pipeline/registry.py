@@ -115,6 +115,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
     """The pipeline the settings name, built (a factory is called with the settings)."""
     target = resolve_pipeline(settings.pipeline)
     if isinstance(target, Pipeline):
+        _check_max_parallelism(settings, target)
         return target
     if not callable(target):
         raise PipelineDefinitionError(
@@ -133,7 +134,22 @@ def build_pipeline(settings: Settings) -> Pipeline:
         raise PipelineDefinitionError(
             f"pipeline {settings.pipeline!r}: the factory returned {type(pipeline).__name__}, not an epochal.Pipeline"
         )
+    _check_max_parallelism(settings, pipeline)
     return pipeline
+
+
+def _check_max_parallelism(settings: Settings, pipeline: Pipeline) -> None:
+    """A ``spark.max_parallelism`` the configuration sets must be the pipeline's: the pipeline's fixes the key
+    groups (as Flink's ``setMaxParallelism`` in code beats ``pipeline.max-parallelism``), so another in the file
+    would be silently ignored."""
+    configured = settings.spark.max_parallelism
+    if "max_parallelism" in settings.spark.model_fields_set and configured != pipeline.max_parallelism:
+        where = f" in {settings._origin}" if settings._origin else ""
+        raise PipelineDefinitionError(
+            f"spark.max_parallelism is {configured}{where}, but pipeline {settings.pipeline!r} is built with "
+            f"max_parallelism={pipeline.max_parallelism}, which fixes its key groups",
+            action="set them equal, or build the Pipeline with max_parallelism=settings.spark.max_parallelism",
+        )
 
 
 def build_deployment(settings: Settings, spark=None, *, clock=None, lazy: bool = False):

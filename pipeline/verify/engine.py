@@ -39,6 +39,7 @@ from epochal.config import Jit, Settings, dump_settings
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.faults import CrashPoint
 from epochal.pipeline.partitions import Partitioning
+from epochal.pipeline.registry import build_pipeline
 from epochal.pipeline.verify.compare import compare_deployments
 from epochal.pipeline.verify.report import Outcome, ScenarioResult, VerifyReport
 
@@ -93,6 +94,8 @@ class Verifier:
         self.clock = self.partitioning.info(self.n - 1).clock
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="epochal-verify-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
+        #: The pipeline's (it fixes the key groups; a configured one must equal it): the rescale stays within it.
+        self.max_parallelism = build_pipeline(settings).max_parallelism
         self._spark = spark
         self._reference = None
         self._again = None
@@ -183,7 +186,7 @@ class Verifier:
 
     def _other_parallelism(self) -> int | None:
         p = self.settings.spark.parallelism
-        max_p = self.settings.spark.max_parallelism
+        max_p = self.max_parallelism
         return p + 1 if p + 1 <= max_p else (p - 1 if p > 1 else None)
 
     def _savepoint(self) -> ScenarioResult:

@@ -171,6 +171,25 @@ def test_a_keyed_state_the_stage_does_not_declare_is_refused_naming_it_before_a_
     assert runner.d.progress.load().last_done_epoch is None
 
 
+def test_a_configured_max_parallelism_other_than_the_pipelines_is_refused_naming_both_and_the_file(tmp_path,
+                                                                                                  toy_registered):
+    """The pipeline's fixes the key groups; the file's was silently ignored (found by a probe, 2026-12-04)."""
+    from epochal.pipeline.registry import build_pipeline
+
+    path = _config(tmp_path, tmp_path / "landing")  # spark.max_parallelism 16, as the toy pipeline's
+    assert build_pipeline(load_settings(path)).max_parallelism == 16
+    doc = yaml.safe_load(path.read_text())
+    del doc["spark"]["max_parallelism"]  # not set: the pipeline's, whatever the default says
+    path.write_text(yaml.safe_dump(doc))
+    assert build_pipeline(load_settings(path)).max_parallelism == 16
+    doc["spark"]["max_parallelism"] = 64
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(PipelineDefinitionError) as refused:
+        build_pipeline(load_settings(path))
+    assert str(refused.value).startswith(f"spark.max_parallelism is 64 in {path}, but pipeline 'toy' is built with "
+                                         "max_parallelism=16, which fixes its key groups"), str(refused.value)
+
+
 def test_timers_listed_in_keyed_state_stand_for_their_descriptor_and_anything_else_is_named():
     timers = EventTimeTimers.declare("timers")
 
