@@ -110,3 +110,22 @@ def test_keyed_state_tables_keep_deletion_vectors(ran):
     keyed = [p.parent for p in shared.rglob("_delta_log")]
     features = {str(p.relative_to(shared)): deltalake.DeltaTable(str(p)).protocol().reader_features or [] for p in keyed}
     assert features and any("deletionVectors" in f for f in features.values()), features
+
+
+def test_the_readmes_delta_rs_snippet_reads_a_sink_in_a_fresh_process_that_exits_cleanly(ran):
+    """The README's reading snippet, run as a user's script: the rows Spark reads, and exit status 0 (a read
+    through pyarrow's dataset scanner, ``to_pandas()``, often aborts as Python exits: delta-io/delta-rs#2184)."""
+    import re
+    import subprocess
+    import sys
+
+    deployment, _ = ran
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    snippet = next(block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "def read_delta" in block)
+    sink = deployment.sinks["user_totals"]
+    path = sink.path.removeprefix("file://")
+    script = snippet + f"\nprint(read_delta({path!r}).num_rows)\n"
+    for _ in range(3):  # the abort, where it happens, is in most runs, not all
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert int(done.stdout.strip()) == deployment.spark.read.format("delta").load(sink.path).count()
