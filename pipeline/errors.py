@@ -62,6 +62,32 @@ def computed_lazily(exc: BaseException) -> bool:
     return isinstance(exc, CapturedException) and not isinstance(exc, (AnalysisException, ParseException))
 
 
+def user_frame(exc: BaseException) -> str | None:
+    """Where in the user's code ``exc`` was raised or passed through last: the innermost frame of its traceback
+    outside epochal, PySpark and py4j (``file:line in function``), or None."""
+    import os
+    import traceback
+
+    import py4j
+    import pyspark
+
+    import epochal
+    import epochal.config
+    import epochal.pipeline
+    import epochal.state
+
+    # a traceback caught at the stage boundary holds the frames from there down: no orchestration frame
+    modules = (epochal, epochal.config, epochal.pipeline, epochal.state, pyspark, py4j)
+    ours = tuple(os.path.dirname(m.__file__) + os.sep for m in modules if m.__file__)
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not frame.filename.startswith(ours):
+            name = frame.filename
+            if name.startswith(os.getcwd() + os.sep):
+                name = os.path.relpath(name)
+            return f"{name}:{frame.lineno} in {frame.name}"
+    return None
+
+
 class StageError(PipelineError):
     """An exception raised by a stage's own code (user code), with where it happened.
 
@@ -82,6 +108,8 @@ class StageError(PipelineError):
         first = one_line(cause)
         if upstream and computed_lazily(cause):
             first += f" (Spark computes lazily: the failing expression may be {self.lazily}: {', '.join(upstream)})"
+        elif (frame := user_frame(cause)) is not None:
+            first += f" (at {frame})"
         super().__init__(f"{where}: {first}" + ("" if full == first else f"\n{full}"),
                          **{self.what: stage}, epoch=epoch, partition=partition)
 

@@ -57,7 +57,11 @@ def _registered(name: str) -> Any | None:
     return None
 
 
-def _import_path(ref: str) -> Any:
+#: How errors name the setting (with the configuration file, when there is one).
+KEY = "config key 'pipeline'"
+
+
+def _import_path(ref: str, where: str = KEY) -> Any:
     """The attribute ``ref`` (``package.module:attr[.attr]``) names."""
     module_name, _, attribute = ref.partition(":")
     try:
@@ -65,18 +69,18 @@ def _import_path(ref: str) -> Any:
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         raise PipelineDefinitionError(
-            f"pipeline {ref!r} (config key 'pipeline'): no module named {missing!r}; "
+            f"pipeline {ref!r} ({where}): no module named {missing!r}; "
             "is its package installed or on PYTHONPATH?"
         ) from exc
     except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
         raise PipelineDefinitionError(
-            f"pipeline {ref!r} (config key 'pipeline'): importing module {module_name!r} failed: "
+            f"pipeline {ref!r} ({where}): importing module {module_name!r} failed: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise PipelineDefinitionError(
-                f"pipeline {ref!r} (config key 'pipeline'): module {module_name!r} has no attribute {attribute!r}"
+                f"pipeline {ref!r} ({where}): module {module_name!r} has no attribute {attribute!r}"
             )
         target = getattr(target, part)
     return target
@@ -91,12 +95,12 @@ def _ship_by_value(target: Any) -> None:
         cloudpickle.register_pickle_by_value(sys.modules[top])
 
 
-def resolve_pipeline(ref: str) -> Callable[[Settings], Pipeline] | Pipeline:
-    """The factory or Pipeline that ``ref`` (the ``pipeline`` setting) names."""
+def resolve_pipeline(ref: str, where: str = KEY) -> Callable[[Settings], Pipeline] | Pipeline:
+    """The factory or Pipeline that ``ref`` (the ``pipeline`` setting, ``where`` for errors) names."""
     if ref in PIPELINES:
         return PIPELINES[ref]
     if ":" in ref:
-        target = _import_path(ref)
+        target = _import_path(ref, where)
         _ship_by_value(target)
         return target
     registered = _registered(ref)
@@ -105,7 +109,7 @@ def resolve_pipeline(ref: str) -> Callable[[Settings], Pipeline] | Pipeline:
     if registered is None:
         known = sorted(set(PIPELINES) | {e.name for e in entry_points(group=ENTRY_POINT_GROUP)})
         raise PipelineDefinitionError(
-            f"unknown pipeline {ref!r} (config key 'pipeline'); known: {known}, "
+            f"unknown pipeline {ref!r} ({where}); known: {known}, "
             "or give an import path package.module:factory"
         )
     return registered
@@ -113,7 +117,8 @@ def resolve_pipeline(ref: str) -> Callable[[Settings], Pipeline] | Pipeline:
 
 def build_pipeline(settings: Settings) -> Pipeline:
     """The pipeline the settings name, built (a factory is called with the settings)."""
-    target = resolve_pipeline(settings.pipeline)
+    where = KEY + (f" in {settings._origin}" if settings._origin else "")
+    target = resolve_pipeline(settings.pipeline, where)
     if isinstance(target, Pipeline):
         _check_max_parallelism(settings, target)
         return target
@@ -128,7 +133,7 @@ def build_pipeline(settings: Settings) -> Pipeline:
         raise
     except Exception as exc:  # a user's factory: name it, or the error says only "factory exploded"
         raise PipelineDefinitionError(
-            f"pipeline {settings.pipeline!r} (config key 'pipeline'): its factory raised {type(exc).__name__}: {exc}"
+            f"pipeline {settings.pipeline!r} ({where}): its factory raised {type(exc).__name__}: {exc}"
         ) from exc
     if not isinstance(pipeline, Pipeline):
         raise PipelineDefinitionError(

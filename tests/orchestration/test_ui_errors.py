@@ -32,9 +32,11 @@ def _ui(config: Path) -> subprocess.CompletedProcess:
 
 
 def test_a_pipeline_that_cannot_be_imported_fails_before_dagster_starts(tmp_path):
-    result = _ui(_config(tmp_path, 3999, pipeline="acme_missing.pipeline:build"))
+    config = _config(tmp_path, 3999, pipeline="acme_missing.pipeline:build")
+    result = _ui(config)
     assert result.returncode == 1
-    assert "epochal: error: pipeline 'acme_missing.pipeline:build' (config key 'pipeline'): no module named" in result.stderr
+    assert (f"epochal: error: pipeline 'acme_missing.pipeline:build' (config key 'pipeline' in {config}): "
+            "no module named") in result.stderr
     assert not (tmp_path / "dagster").exists(), "no Dagster instance was made"
 
 

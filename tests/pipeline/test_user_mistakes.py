@@ -146,6 +146,25 @@ def test_a_udfs_error_is_named_in_the_first_line_with_the_stages_spark_may_have_
                     first_line), first_line
 
 
+class Raises(toy.Sum):
+    def process(self, ctx, inputs):
+        totals = super().process(ctx, inputs)["totals"]
+        return {"totals": totals.withColumn("share", F.lit(1 / ctx.info.epoch))}  # epoch 0: raises here
+
+
+def test_an_error_in_the_stages_own_code_names_its_file_and_line_in_the_first_line(spark, tmp_path, toy_registered):
+    import inspect
+
+    runner = _runner(spark, tmp_path, Raises)
+    with pytest.raises(StageError) as raised:
+        runner.run(to=FIRST)
+    first_line = str(raised.value).splitlines()[0]
+    line = inspect.getsourcelines(Raises.process)[1] + 2
+    assert first_line.startswith("stage 'sum' failed at epoch 0 (partition 2026-11-01-00:00): ZeroDivisionError: "
+                                 "division by zero (at "), first_line
+    assert first_line.endswith(f"test_user_mistakes.py:{line} in process)"), first_line
+
+
 class UsesUndeclared(toy.Sum):
     """Reads and writes a keyed state it does not list in ``keyed_state`` (found by a probe, 2026-12-04)."""
 
