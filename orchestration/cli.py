@@ -61,11 +61,15 @@ def _wants_json(argv: Sequence[str]) -> bool:
     return any(word == "--json" or (len(word) > 3 and "--json".startswith(word)) for word in argv)
 
 
-def _fail(reason: str, error_type: str, as_json: bool, hint: str = "") -> None:
-    """A failure: one line on stderr; with ``--json`` also the failure document on stdout."""
+def _fail(reason: str, error_type: str, as_json: bool, hint: str = "", done: dict | None = None) -> None:
+    """A failure: one line on stderr; with ``--json`` also the failure document on stdout. ``done``: what the
+    command finished first (a run's epochs), its table on stdout, or its keys in the JSON document."""
+    if done is not None and not as_json:
+        print(console.run(done))
+        sys.stdout.flush()
     print(f"epochal: error: {reason}{hint}", file=sys.stderr)
     if as_json:  # --json: stdout is one JSON document, a failure's too
-        print(json.dumps({"ok": False, "error": reason, "error_type": error_type}))
+        print(json.dumps({**(done or {}), "ok": False, "error": reason, "error_type": error_type}, default=str))
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -464,7 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one line for the user, the trace in debug logs
         log.debug("failure", exc_info=True)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        _fail(first, type(exc).__name__, as_json)
+        finished = getattr(exc, "run_report", None)
+        _fail(first, type(exc).__name__, as_json, done=finished.to_dict() if finished and finished.epochs else None)
         return 1
     try:
         return _output(result, as_json, _command(args))

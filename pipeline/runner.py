@@ -139,7 +139,14 @@ class EpochRunner:
             self._last_checkpoint_epoch = first - 1
         ends_announced = last >= (self._announced_last or 0)  # else this process runs on past ``last``
         for epoch in range(first, last + 1):
-            done = self.run_epoch(epoch, replan=replan, last_of_run=ends_announced and epoch == last)
+            try:
+                done = self.run_epoch(epoch, replan=replan, last_of_run=ends_announced and epoch == last)
+            except Exception as exc:
+                try:
+                    exc.run_report = report  # the epochs this run finished before the failure (`epochal run` shows them)
+                except AttributeError:  # an exception type without a __dict__
+                    pass
+                raise
             report.epochs.append(done)
             if (failure := self.d.coordinator.pipeline_failure) is not None:  # past the tolerable failures: stop
                 raise PipelineFailedError(

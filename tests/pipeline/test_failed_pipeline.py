@@ -86,3 +86,38 @@ def test_a_restore_clears_the_failure(spark, project):
     assert runner.restore().epoch == 0
     assert runner.d.coordinator.pipeline_failure is None
     assert [e.epoch for e in runner.run(to=LAST).epochs] == [1, 2]
+
+
+# The running totals, whose stage raises in its second epoch (a user's bug, found in production).
+FAILING_TOTALS_MODULE = TOTALS_MODULE.replace(
+    "        batch = inputs",
+    "        if ctx.info.epoch == 1:\n            raise KeyError('region')\n        batch = inputs",
+)
+assert "KeyError('region')" in FAILING_TOTALS_MODULE
+
+
+def test_a_stage_error_shows_the_epochs_done_before_it_then_one_line_naming_the_stage_and_its_line(tmp_path,
+                                                                                                   monkeypatch):
+    with on_import_path(tmp_path / "site", "acme", {"rows": ROWS_MODULE, "totals": FAILING_TOTALS_MODULE}, monkeypatch):
+        write_landing(tmp_path, EPOCHS)
+        _configure(tmp_path)
+        failed = subprocess.run([EPOCHAL, "run", "--to", LAST, "--config", str(tmp_path / "epochal.yaml")],
+                                capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    rows = [line.split() for line in failed.stdout.splitlines()]
+    assert [r[:2] for r in rows if r and r[0].isdigit()] == [["0", "2026-11-01-00:00"]], failed.stdout  # epoch 0 done
+    last = failed.stderr.strip().splitlines()[-1]
+    line = FAILING_TOTALS_MODULE.splitlines().index("            raise KeyError('region')") + 1
+    assert last.startswith("epochal: error: stage 'sum' failed at epoch 1 (partition 2026-11-01-01:00): KeyError: "
+                           "'region' (at "), last
+    assert last.endswith(f"acme/totals.py:{line} in process)"), last
+
+
+def test_a_failures_json_document_keeps_the_epochs_done_before_it(capsys):
+    from epochal.orchestration.cli import _fail
+
+    done = {"epochs": [{"epoch": 0, "partition": "2026-11-01-00:00", "duration_s": 1.0}], "restored": None}
+    _fail("stage 'sum' failed at epoch 1", "StageError", True, done=done)
+    out = capsys.readouterr()
+    assert json.loads(out.out) == {**done, "ok": False, "error": "stage 'sum' failed at epoch 1", "error_type": "StageError"}
+    assert out.err == "epochal: error: stage 'sum' failed at epoch 1\n"
