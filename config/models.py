@@ -83,7 +83,8 @@ class SparkSettings(_Strict):
         ge=1,
         le=32768,
         description="Number of key groups keyed state is split into; the largest parallelism a restore can rescale to. "
-        "A pipeline built with its own `max_parallelism` fixes it: set here, it must be the same (else refused).",
+        "A pipeline built with its own `max_parallelism` fixes it: set here to another value than 128, it must be the "
+        "same (else refused).",
     )
     shuffle_partitions: Int | None = Field(
         default=None,

@@ -144,11 +144,13 @@ def build_pipeline(settings: Settings) -> Pipeline:
 
 
 def _check_max_parallelism(settings: Settings, pipeline: Pipeline) -> None:
-    """A ``spark.max_parallelism`` the configuration sets must be the pipeline's: the pipeline's fixes the key
-    groups (as Flink's ``setMaxParallelism`` in code beats ``pipeline.max-parallelism``), so another in the file
-    would be silently ignored."""
+    """A ``spark.max_parallelism`` the configuration sets (other than the default) must be the pipeline's: the
+    pipeline's fixes the key groups (as Flink's ``setMaxParallelism`` in code beats ``pipeline.max-parallelism``),
+    so another in the file would be silently ignored. (The default is not told apart from a value set to it:
+    Dagster's Spark resource passes every setting.)"""
     configured = settings.spark.max_parallelism
-    if "max_parallelism" in settings.spark.model_fields_set and configured != pipeline.max_parallelism:
+    default = type(settings.spark).model_fields["max_parallelism"].default
+    if configured != default and configured != pipeline.max_parallelism:
         where = f" in {settings._origin}" if settings._origin else ""
         raise PipelineDefinitionError(
             f"spark.max_parallelism is {configured}{where}, but pipeline {settings.pipeline!r} is built with "
