@@ -63,3 +63,18 @@ def test_the_user_pipelines_jobs_run_epochs_and_restore_with_a_new_parallelism(s
         records = instance.fetch_materializations(dg.AssetKey("checkpoint"), limit=10).records
         assert sorted(r.asset_materialization.partition for r in records) == KEYS, "each partition reported on its own"
     assert _sink(spark, project) == {"a": 111, "b": 7}
+
+
+def test_a_file_without_max_parallelism_builds_the_pipeline_through_the_resources_as_it_does_directly(project):
+    """Dagster's Spark resource passes every setting (the default max parallelism too): a file that leaves it to
+    the pipeline (16 here) is not refused on the way through the resources."""
+    from epochal.orchestration.resources import EpochalResource
+    from epochal.pipeline.registry import build_pipeline
+
+    config = project / "epochal.yaml"
+    doc = yaml.safe_load(config.read_text())
+    del doc["spark"]["max_parallelism"]
+    config.write_text(yaml.safe_dump(doc))
+    direct = load_settings(config)
+    through = EpochalResource.from_settings(direct, str(config)).settings()
+    assert build_pipeline(direct).max_parallelism == build_pipeline(through).max_parallelism == 16
