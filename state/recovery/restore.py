@@ -64,7 +64,7 @@ from epochal.state.errors import (
 from epochal.state.checkpoint.hooks import restore_hooks
 from epochal.state.checkpoint.metadata import CheckpointMetadata
 from epochal.state.checkpoint.resolve import CheckpointResolver
-from epochal.state.checkpoint.storage import CheckpointStorage, PointerKind
+from epochal.state.checkpoint.storage import METADATA_FILE, CheckpointStorage, PointerKind
 from epochal.state.delta.tables import create_table
 from epochal.state.delta.log import DeltaLog, VersionSnapshot
 from epochal.state.recovery.plan import PlannedState, RestoreOptions, RestorePlan, _existing_tables, plan_restore
@@ -154,7 +154,10 @@ def _choose_pointer(catalog: _Catalog, pointer: str | int, options: RestoreOptio
         if found.kind is PointerKind.CHECKPOINT_ID:
             where = entry.metadata_path
         metadata = catalog.read_metadata(where, entry.checkpoint_id)
-        return _Chosen(str(pointer), plan_restore(metadata, where, options))
+        # The pointer recorded (progress.json: a restore that died is done again by the next run, from any folder)
+        # and used from here on: an id as given, a path as the folder it led to (a relative path was the shell's).
+        durable = str(pointer) if found.kind is PointerKind.CHECKPOINT_ID else found.metadata_path[: -len(METADATA_FILE) - 1]
+        return _Chosen(durable, plan_restore(metadata, where, options))
     except FALLBACK_ERRORS as exc:
         what = f"Checkpoint {pointer}" if isinstance(pointer, int) or str(pointer).isdigit() else f"Savepoint {pointer!r}"
         at = "" if where == str(pointer) or where in exc.message else f" ({where})"  # the path said once

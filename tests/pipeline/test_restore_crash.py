@@ -9,6 +9,8 @@ real processes at the same points.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from epochal.config import load_settings
@@ -72,6 +74,34 @@ def test_a_restore_that_died_half_way_is_done_again_by_the_next_run(spark, tmp_p
     assert [e.epoch for e in report.epochs] == [3]  # replayed from the restored epoch, not from the old position
     assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)
     _assert_equal(spark, again, _clean(spark, tmp_path))
+
+
+def test_a_restore_of_a_relative_savepoint_path_that_died_is_done_again_from_another_folder(
+    spark, tmp_path, monkeypatch, toy_registered
+):
+    """``epochal restore --savepoint data/checkpoints/savepoints/x`` is relative to the shell's folder; the next run
+    (a schedule, Dagster) starts elsewhere: progress.json records where the path led, not the text typed."""
+    runner = _runner(spark, _deploy(tmp_path / "crashed"))
+    runner.run(to="2026-11-01-01:00")
+    folder = runner.d.storage.savepoint_dir("sp")
+    runner.savepoint("sp")
+    runner.run(to=LAST)
+    monkeypatch.chdir(tmp_path)
+    relative = os.path.relpath(folder.removeprefix("file://"), tmp_path)
+    assert not relative.startswith("/")
+
+    _die_at(monkeypatch, "in_restore")
+    with pytest.raises(Died):
+        runner.restore(relative)
+    monkeypatch.undo()  # back to the folder pytest started in
+    recorded = runner.d.progress.load().restoring["pointer"]
+    assert recorded.startswith("file:///") and recorded.rstrip("/").endswith("savepoints/sp"), recorded
+
+    again = _runner(spark, _deploy(tmp_path / "crashed"))
+    report = again.run(to=LAST)
+    assert report.restored.kind == "savepoint" and report.restored.epoch == 1, report.restored
+    assert [e.epoch for e in report.epochs] == [2, 3]
+    assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)
 
 
 def test_crash_recovery_never_restores_a_later_savepoint(spark, tmp_path, toy_registered):
