@@ -173,7 +173,8 @@ class KeyedStateBackend:
             raise StateSchemaError(
                 f"state {self.stage}/{descriptor.name}: value type {descriptor.stored_type.simpleString()} "
                 f"differs from the stored {T._parse_datatype_json_string(recorded_value).simpleString()}",
-                action="restore with schema migration, or give the new state another name",
+                action="keep the stored type (a restore migrates only an added nullable field), or give the state "
+                "another name (a new state starts empty; `epochal restore --allow-non-restored-state` drops the old one)",
                 state=descriptor.name,
             )
 
@@ -260,8 +261,10 @@ class KeyedStateBackend:
             F.lit(self._duplicate_message(descriptor) + " (key "), _quoted(F.col("key")),
             F.lit(", namespace "), _quoted(F.col("namespace")), F.lit(")"),
         )
-        # Folded into a column the MERGE reads, so that the optimizer cannot prune it away.
-        guarded = F.coalesce(F.when(count > 1, F.raise_error(message)).cast("boolean"), F.col(_DELETE))
+        # Folded into a column the MERGE reads, so that the optimizer cannot prune it away. Rows of a null key are
+        # not "several values": the table's NOT NULL key column refuses them, with the message that says so.
+        several = (count > 1) & F.col("key").isNotNull()
+        guarded = F.coalesce(F.when(several, F.raise_error(message)).cast("boolean"), F.col(_DELETE))
         return df.withColumn(_DELETE, guarded)
 
     def insert(self, descriptor: KeyedStateDescriptor, rows: DataFrame) -> None:
