@@ -304,6 +304,14 @@ class Settings(_Strict):
                 updates[tuple(key.split("."))] = resolve_path(value, per_key.get(key, base))
         return _with_updates(self, updates)
 
+    def set_by(self, key: str) -> str | None:
+        """Where a dotted key's value came from, for error messages: its ``EPOCHAL__*`` variable when the
+        environment sets it (it overrides the file), else the configuration file (None when neither is known)."""
+        from epochal.config.loader import env_var_name
+
+        name = env_var_name(key)
+        return f"environment variable {name}" if name in os.environ else self._origin
+
     def pipeline_options(self, model: type[_M]) -> _M:
         """The pipeline's ``options`` validated by its own pydantic model: a ConfigError naming
         ``options.<key>`` (and the configuration file) for a bad or unknown option."""

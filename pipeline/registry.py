@@ -151,7 +151,8 @@ def _check_max_parallelism(settings: Settings, pipeline: Pipeline) -> None:
     configured = settings.spark.max_parallelism
     default = type(settings.spark).model_fields["max_parallelism"].default
     if configured != default and configured != pipeline.max_parallelism:
-        where = f" in {settings._origin}" if settings._origin else ""
+        origin = settings.set_by("spark.max_parallelism")
+        where = "" if origin is None else f" ({origin})" if origin.startswith("environment") else f" in {origin}"
         raise PipelineDefinitionError(
             f"spark.max_parallelism is {configured}{where}, but pipeline {settings.pipeline!r} is built with "
             f"max_parallelism={pipeline.max_parallelism}, which fixes its key groups",

@@ -190,8 +190,9 @@ def test_a_keyed_state_the_stage_does_not_declare_is_refused_naming_it_before_a_
     assert runner.d.progress.load().last_done_epoch is None
 
 
-def test_a_configured_max_parallelism_other_than_the_pipelines_is_refused_naming_both_and_the_file(tmp_path,
-                                                                                                  toy_registered):
+def test_a_configured_max_parallelism_other_than_the_pipelines_is_refused_naming_both_and_the_file(
+    tmp_path, monkeypatch, toy_registered
+):
     """The pipeline's fixes the key groups; the file's was silently ignored (found by a probe, 2026-12-04)."""
     from epochal.pipeline.registry import build_pipeline
 
@@ -207,6 +208,14 @@ def test_a_configured_max_parallelism_other_than_the_pipelines_is_refused_naming
         build_pipeline(load_settings(path))
     assert str(refused.value).startswith(f"spark.max_parallelism is 64 in {path}, but pipeline 'toy' is built with "
                                          "max_parallelism=16, which fixes its key groups"), str(refused.value)
+    # set by the environment (which overrides the file): the variable is named, not the file (probe, 2026-12-05)
+    doc["spark"]["max_parallelism"] = 16
+    path.write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("EPOCHAL__SPARK__MAX_PARALLELISM", "32")
+    with pytest.raises(PipelineDefinitionError) as refused:
+        build_pipeline(load_settings(path))
+    assert str(refused.value).startswith("spark.max_parallelism is 32 (environment variable "
+                                         "EPOCHAL__SPARK__MAX_PARALLELISM), but pipeline 'toy'"), str(refused.value)
 
 
 def test_timers_listed_in_keyed_state_stand_for_their_descriptor_and_anything_else_is_named():
