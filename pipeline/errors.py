@@ -129,12 +129,15 @@ class SinkSchemaError(SinkError):
     """A sink's table has other columns (names or types) than its SinkSpec declares: its write is refused before
     anything is written to it (see :mod:`epochal.pipeline.sink_schema`)."""
 
-    def __init__(self, sink: str, epoch: int, partition: str | None, path: str, differences: str, action: str) -> None:
+    def __init__(self, sink: str, epoch: int, partition: str | None, path: str, differences: str, action: str,
+                 *, up_front: bool = False) -> None:
         self.stage, self.epoch, self.partition, self.path, self.cause = sink, epoch, partition, path, None
-        where = f"sink {sink!r} failed at epoch {epoch}" + ("" if partition is None else f" (partition {partition})")
+        at = f"epoch {epoch}" + ("" if partition is None else f" (partition {partition})")
+        where = f"sink {sink!r} refused before {at}" if up_front else f"sink {sink!r} failed at {at}"
+        done = "no epoch ran" if up_front else "nothing was written to it"
         PipelineError.__init__(
-            self, f"{where}: its table {path} does not have the SinkSpec's columns ({differences}); nothing was "
-            "written to it.", action=action, sink=sink, epoch=epoch, partition=partition, table=path,
+            self, f"{where}: its table {path} does not have the SinkSpec's columns ({differences}); {done}.",
+            action=action, sink=sink, epoch=epoch, partition=partition, table=path,
         )
 
 

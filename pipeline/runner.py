@@ -138,6 +138,9 @@ class EpochRunner:
             # the interval counts from the state's position.
             self._last_checkpoint_epoch = first - 1
         ends_announced = last >= (self._announced_last or 0)  # else this process runs on past ``last``
+        if first <= last:  # a SinkSpec changed since its table was written: said before any stage runs
+            for sink in self.d.sinks.values():
+                sink.check_table(first, self.d.partitioning.key(first))
         for epoch in range(first, last + 1):
             try:
                 done = self.run_epoch(epoch, replan=replan, last_of_run=ends_announced and epoch == last)

@@ -62,21 +62,25 @@ def schema_drift(table: T.StructType, spec: T.StructType) -> SchemaDrift:
 
 
 def refuse_drift(table: T.StructType, spec: T.StructType, *, sink: str, path: str, epoch: int,
-                 partition: str | None) -> None:
-    """Raise :class:`SinkSchemaError` when the table's schema differs from the spec's (see :func:`schema_drift`)."""
+                 partition: str | None, up_front: bool = False) -> None:
+    """Raise :class:`SinkSchemaError` when the table's schema differs from the spec's (see :func:`schema_drift`).
+
+    ``up_front``: checked before a run's first epoch (nothing of it done, so no recovery comes between the way out
+    and the next run); else at the sink's write, inside an epoch the next run recovers from."""
     drift = schema_drift(table, spec)
     if not drift:
         return
-    way_in = ("run `epochal restore` first (the recovery of the failed epoch restores the table's earlier version, "
-              "which would undo a change made before it), then")
+    first = "" if up_front else (
+        "run `epochal restore` first (the recovery of the failed epoch restores the table's earlier version, "
+        "which would undo a change made before it), then ")
     if drift.missing_from_table and not (drift.missing_from_spec or drift.changed):
-        action = (f"{way_in} add the column(s) to the table "
+        action = (f"{first}add the column(s) to the table "
                   f"(ALTER TABLE delta.`{path}` ADD COLUMNS ({_fields(drift.missing_from_table)})) and run again; "
                   "or change the SinkSpec back")
     else:
-        action = (f"change the SinkSpec back to the table's columns; or {way_in} change the table to the SinkSpec's "
+        action = (f"change the SinkSpec back to the table's columns; or {first}change the table to the SinkSpec's "
                   "columns (ALTER TABLE, or rewrite it) and run again")
-    raise SinkSchemaError(sink, epoch, partition, path, drift.describe(), action)
+    raise SinkSchemaError(sink, epoch, partition, path, drift.describe(), action, up_front=up_front)
 
 
 def _fields(fields: tuple[T.StructField, ...]) -> str:

@@ -82,6 +82,18 @@ class DeltaSink:
             }
             create_table(self.spark, self.path, self.table_schema, props)
 
+    def check_table(self, epoch: int, partition: str | None) -> None:
+        """Before a run's first epoch: refuse a table whose columns are no longer the spec's (the SinkSpec changed
+        since the table was written), before any stage runs or state changes (:func:`refuse_drift`, up front).
+        The table's latest version, read from its Delta log without Spark; no table yet: nothing to compare."""
+        from epochal.state.delta.log import DeltaLog
+
+        log = DeltaLog(self.path)
+        latest = log.latest_version() if log.exists() else None
+        if latest is not None:
+            refuse_drift(log.snapshot(latest).schema, self.table_schema, sink=self.spec.name, path=self.path,
+                         epoch=epoch, partition=partition, up_front=True)
+
     def check_input(self, df: DataFrame, *, deletions: bool = True) -> None:
         """Raise if ``df`` lacks a column the sink writes (or, with ``deletions``, its delete column): known from
         its schema, no Spark job."""

@@ -101,6 +101,36 @@ def test_a_stage_output_that_is_not_what_it_declares_names_the_stage_or_the_sink
         assert not (tmp_path / "warehouse" / "log").exists() and not (tmp_path / "warehouse" / "totals").exists()
 
 
+def test_a_sink_spec_changed_since_its_table_was_written_is_refused_before_any_stage_runs(spark, tmp_path,
+                                                                                          toy_registered):
+    """A column added to a SinkSpec was refused at the sink's write, after the stages had written their state (probe,
+    2026-12-05): now before the run's first epoch, and the way out needs no restore."""
+    import dataclasses
+
+    from epochal.pipeline.errors import SinkSchemaError
+    from epochal.state.delta.log import DeltaLog
+
+    runner = _runner(spark, tmp_path)
+    runner.run(to=FIRST)
+    toy.write_hour(tmp_path / "landing", 1, [("a", 5)])
+    again = EpochRunner(build_deployment(load_settings(tmp_path / "epochal.yaml"), spark))
+    totals = again.d.sinks["totals"]
+    wider = T.StructType(list(toy.TOTALS.fields) + [T.StructField("avg", T.DoubleType())])
+    totals.spec = dataclasses.replace(totals.spec, schema=wider)
+    # every Delta table of the deployment: the state's (working tables, checkpoint store) and both sinks'
+    logs = [DeltaLog(str(p.parent)) for p in tmp_path.glob("**/_delta_log")]
+    versions = [log.latest_version() for log in logs]
+    assert len(logs) >= 4
+    with pytest.raises(SinkSchemaError) as refused:
+        again.run(to="2026-11-01-01:00")
+    first_line = str(refused.value).splitlines()[0]
+    assert first_line.startswith("sink 'totals' refused before epoch 1 (partition 2026-11-01-01:00): its table "), first_line
+    assert "(missing from the table: avg DOUBLE); no epoch ran." in first_line, first_line
+    assert "add the column(s) to the table (ALTER TABLE delta." in first_line and "epochal restore" not in first_line
+    assert [log.latest_version() for log in logs] == versions  # no stage ran, no state or sink was written
+    assert again.d.progress.load().last_done_epoch == 0
+
+
 def test_a_row_without_a_key_is_refused_by_keyed_state_in_one_line_and_the_state_is_unchanged(spark, tmp_path,
                                                                                               toy_registered):
     runner = _runner(spark, tmp_path)
