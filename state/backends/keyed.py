@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable, Iterable
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -251,21 +251,9 @@ class KeyedStateBackend:
         return f"{self._writing(descriptor)}: {_SEVERAL_VALUES}"
 
     def _refuse_duplicate_keys(self, descriptor: KeyedStateDescriptor, df: DataFrame) -> DataFrame:
-        """``df`` that fails, when evaluated, if it holds several rows for one key and namespace.
-
-        The check is a window count evaluated with the rows (Spark's ``raise_error``), so it
-        costs no job of its own; :meth:`_merge` turns the failure into :class:`StateSchemaError`.
-        """
-        count = F.count(F.lit(1)).over(Window.partitionBy("key", "namespace"))
-        message = F.concat(
-            F.lit(self._duplicate_message(descriptor) + " (key "), _quoted(F.col("key")),
-            F.lit(", namespace "), _quoted(F.col("namespace")), F.lit(")"),
-        )
-        # Folded into a column the MERGE reads, so that the optimizer cannot prune it away. Rows of a null key are
-        # not "several values": the table's NOT NULL key column refuses them, with the message that says so.
-        several = (count > 1) & F.col("key").isNotNull()
-        guarded = F.coalesce(F.when(several, F.raise_error(message)).cast("boolean"), F.col(_DELETE))
-        return df.withColumn(_DELETE, guarded)
+        """``df`` that fails, when evaluated, if it holds several rows for one key and namespace (no job of its own;
+        :meth:`_merge` turns the failure into :class:`StateSchemaError`)."""
+        return keyed_writes.refuse_duplicate_keys(df, self._duplicate_message(descriptor), _DELETE)
 
     def insert(self, descriptor: KeyedStateDescriptor, rows: DataFrame) -> None:
         """Give keys that hold no live value a value (columns key, [namespace], value): a blind append.
@@ -500,11 +488,6 @@ class KeyedStateBackend:
         restore_table(self.spark, self.table_path(descriptor), handle)
         self._opened.discard(self.table_path(descriptor))
         self.open(descriptor)
-
-
-def _quoted(col: Column) -> Column:
-    """``'text'`` of a key or namespace for error messages (``null`` when null)."""
-    return F.coalesce(F.concat(F.lit("'"), col.cast("string"), F.lit("'")), F.lit("null"))
 
 
 def stored_value_type(handle: StateHandle) -> T.DataType:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from epochal.state.delta import io as delta_io
 from epochal.state.delta import overwrite as delta_overwrite
@@ -115,6 +116,24 @@ def _rewritten(spark, path: str, snapshot: VersionSnapshot, schema: T.StructType
         for f in schema.fields
     ]
     return joined.where(keep).select(*columns)
+
+
+def refuse_duplicate_keys(df: DataFrame, duplicate_message: str, delete_column: str) -> DataFrame:
+    """``df`` that fails, when evaluated, if it holds several rows for one key and namespace: a window count evaluated
+    with the rows (Spark's ``raise_error``), folded into ``delete_column``, which the write reads, so that the
+    optimizer cannot prune it away. Rows of a null key are not "several values": the table's NOT NULL key column
+    refuses them, with the message that says so (:func:`refused_rows`)."""
+    count = F.count(F.lit(1)).over(Window.partitionBy("key", "namespace"))
+    message = F.concat(F.lit(duplicate_message + " (key "), _quoted(F.col("key")),
+                       F.lit(", namespace "), _quoted(F.col("namespace")), F.lit(")"))
+    several = (count > 1) & F.col("key").isNotNull()
+    guarded = F.coalesce(F.when(several, F.raise_error(message)).cast("boolean"), F.col(delete_column))
+    return df.withColumn(delete_column, guarded)
+
+
+def _quoted(col: Column) -> Column:
+    """``'text'`` of a key or namespace for error messages (``null`` when null)."""
+    return F.coalesce(F.concat(F.lit("'"), col.cast("string"), F.lit("'")), F.lit("null"))
 
 
 def refused_rows(text: str, where: str, duplicate_message: str, state: str) -> StateSchemaError | None:

@@ -1,10 +1,10 @@
 """A user's mistakes get an error that names what is wrong and where, and nothing is run or lost.
 
 Each found by writing a pipeline from the README alone (2026-11-30): a stage returning the wrong output name or
-``None``, a row without a key written to keyed state, a sink value Spark cannot cast, timers listed in
-``keyed_state`` as the README words it, and a landing folder that does not exist (which used to run empty
-epochs, done for good, so that the data landing there later was never read); the same for a partition whose
-window has not closed.
+``None``, a row without a key written to keyed state, a sink value Spark cannot cast, and a landing folder that
+does not exist (which used to run empty epochs, done for good, so that the data landing there later was never
+read); the same for a partition whose window has not closed. Mistakes in a pipeline's definition, refused when it
+is built: test_definition_mistakes.py.
 """
 
 from __future__ import annotations
@@ -23,11 +23,9 @@ from pyspark.sql import types as T
 
 import tests.support.toy_pipeline as toy
 from epochal.config import load_settings
-from epochal.pipeline.dag import Pipeline
-from epochal.pipeline.errors import PipelineDefinitionError, SinkError, StageError
+from epochal.pipeline.errors import SinkError, StageError
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
-from epochal.state.backends.timers import EventTimeTimers
 from epochal.state.descriptors import ValueStateDescriptor
 from tests.support.paths import child_env
 
@@ -99,36 +97,6 @@ def test_a_stage_output_that_is_not_what_it_declares_names_the_stage_or_the_sink
     assert runner.d.progress.load().last_done_epoch is None
     if stage_class is LacksColumn:  # no sink was written, not even the one that reads another stage
         assert not (tmp_path / "warehouse" / "log").exists() and not (tmp_path / "warehouse" / "totals").exists()
-
-
-def test_a_sink_spec_changed_since_its_table_was_written_is_refused_before_any_stage_runs(spark, tmp_path,
-                                                                                          toy_registered):
-    """A column added to a SinkSpec was refused at the sink's write, after the stages had written their state (probe,
-    2026-12-05): now before the run's first epoch, and the way out needs no restore."""
-    import dataclasses
-
-    from epochal.pipeline.errors import SinkSchemaError
-    from epochal.state.delta.log import DeltaLog
-
-    runner = _runner(spark, tmp_path)
-    runner.run(to=FIRST)
-    toy.write_hour(tmp_path / "landing", 1, [("a", 5)])
-    again = EpochRunner(build_deployment(load_settings(tmp_path / "epochal.yaml"), spark))
-    totals = again.d.sinks["totals"]
-    wider = T.StructType(list(toy.TOTALS.fields) + [T.StructField("avg", T.DoubleType())])
-    totals.spec = dataclasses.replace(totals.spec, schema=wider)
-    # every Delta table of the deployment: the state's (working tables, checkpoint store) and both sinks'
-    logs = [DeltaLog(str(p.parent)) for p in tmp_path.glob("**/_delta_log")]
-    versions = [log.latest_version() for log in logs]
-    assert len(logs) >= 4
-    with pytest.raises(SinkSchemaError) as refused:
-        again.run(to="2026-11-01-01:00")
-    first_line = str(refused.value).splitlines()[0]
-    assert first_line.startswith("sink 'totals' refused before epoch 1 (partition 2026-11-01-01:00): its table "), first_line
-    assert "(missing from the table: avg DOUBLE); no epoch ran." in first_line, first_line
-    assert "add the column(s) to the table (ALTER TABLE delta." in first_line and "epochal restore" not in first_line
-    assert [log.latest_version() for log in logs] == versions  # no stage ran, no state or sink was written
-    assert again.d.progress.load().last_done_epoch == 0
 
 
 def test_a_row_without_a_key_is_refused_by_keyed_state_in_one_line_and_the_state_is_unchanged(spark, tmp_path,
@@ -220,52 +188,6 @@ def test_a_keyed_state_the_stage_does_not_declare_is_refused_naming_it_before_a_
     assert runner.d.progress.load().last_done_epoch is None
 
 
-def test_a_configured_max_parallelism_other_than_the_pipelines_is_refused_naming_both_and_the_file(
-    tmp_path, monkeypatch, toy_registered
-):
-    """The pipeline's fixes the key groups; the file's was silently ignored (found by a probe, 2026-12-04)."""
-    from epochal.pipeline.registry import build_pipeline
-
-    path = _config(tmp_path, tmp_path / "landing")  # spark.max_parallelism 16, as the toy pipeline's
-    assert build_pipeline(load_settings(path)).max_parallelism == 16
-    doc = yaml.safe_load(path.read_text())
-    del doc["spark"]["max_parallelism"]  # not set: the pipeline's, whatever the default says
-    path.write_text(yaml.safe_dump(doc))
-    assert build_pipeline(load_settings(path)).max_parallelism == 16
-    doc["spark"]["max_parallelism"] = 64
-    path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(PipelineDefinitionError) as refused:
-        build_pipeline(load_settings(path))
-    assert str(refused.value).startswith(f"spark.max_parallelism is 64 in {path}, but pipeline 'toy' is built with "
-                                         "max_parallelism=16, which fixes its key groups"), str(refused.value)
-    # set by the environment (which overrides the file): the variable is named, not the file (probe, 2026-12-05)
-    doc["spark"]["max_parallelism"] = 16
-    path.write_text(yaml.safe_dump(doc))
-    monkeypatch.setenv("EPOCHAL__SPARK__MAX_PARALLELISM", "32")
-    with pytest.raises(PipelineDefinitionError) as refused:
-        build_pipeline(load_settings(path))
-    assert str(refused.value).startswith("spark.max_parallelism is 32 (environment variable "
-                                         "EPOCHAL__SPARK__MAX_PARALLELISM), but pipeline 'toy'"), str(refused.value)
-
-
-def test_timers_listed_in_keyed_state_stand_for_their_descriptor_and_anything_else_is_named():
-    timers = EventTimeTimers.declare("timers")
-
-    class Timed(toy.Sum):
-        keyed_state = (toy.TOTAL, timers)
-
-    stage = Timed()
-    Pipeline(name="p", sources=[toy.HourlyFolderSource("landing", "/nowhere")], stages=[toy.Read(), stage], sinks=[])
-    assert stage.keyed_state == (toy.TOTAL, timers.descriptor)
-
-    class Wrong(toy.Sum):
-        keyed_state = (toy.TOTAL, "total")
-
-    with pytest.raises(PipelineDefinitionError, match=r"stage 'sum': keyed_state holds 'total', which is not a "
-                                                      r"KeyedStateDescriptor"):
-        Pipeline(name="p", sources=[toy.HourlyFolderSource("landing", "/x")], stages=[toy.Read(), Wrong()], sinks=[])
-
-
 def test_a_landing_folder_that_does_not_exist_fails_the_run_before_any_epoch_and_without_a_jvm(tmp_path):
     """Through the CLI, as a user meets it: the run names the folder, runs nothing, and starts no Java (no
     ``java`` on the path); once the folder exists, the same command runs the epoch."""
@@ -342,32 +264,6 @@ def test_a_backfill_of_one_partition_says_that_the_partitions_after_it_were_rewo
     assert [e["partition"] for e in json.loads(capsys.readouterr().out)["epochs"]] == ["2026-11-01-02:00"]
 
 
-@pytest.mark.parametrize("key", ["2026-11-01-0:00", "2026-11-1-00:00", "2026-11-01-00:0", "2026-11-01-5", "2026-13-01-00:00"])
-def test_a_partition_key_is_dagsters_form_exactly(key):
-    from datetime import datetime, timezone
-
-    from epochal.config import Granularity
-    from epochal.pipeline.partitions import PartitionKeyError, Partitioning
-
-    hourly = Partitioning(datetime(2026, 11, 1, tzinfo=timezone.utc), Granularity.HOURLY)
-    assert hourly.epoch("2026-11-01-05:00") == 5
-    with pytest.raises(PartitionKeyError, match=rf"bad partition key '{key}': expected the form '2026-11-01-00:00' \(hourly\)"):
-        hourly.epoch(key)
-
-
-def test_an_upsert_key_that_is_not_a_column_of_the_sink_fails_when_the_pipeline_is_defined():
-    """It failed at the sink's first MERGE, after the epoch's stages and state writes, with Spark's
-    UNRESOLVED_COLUMN (found from outside, 2026-11-30)."""
-    from pyspark.sql import types as T
-
-    from epochal import SinkMode, SinkSpec
-
-    schema = T.StructType([T.StructField("user", T.StringType()), T.StructField("total", T.LongType())])
-    with pytest.raises(ValueError, match=re.escape("sink 'users': key(s) ['usr'] are not columns of its schema ['user', 'total']")):
-        SinkSpec("users", "shop.users", SinkMode.UPSERT, schema, keys=("usr",))
-    assert SinkSpec("users", "shop.users", SinkMode.UPSERT, schema, keys=("user",)).keys == ("user",)
-
-
 def test_an_hour_folder_whose_files_the_source_would_not_read_fails_its_plan_and_pattern_reads_them(tmp_path):
     """``part-0.json`` (or ``.csv``) in an hour folder of a source reading ``*.jsonl`` made an empty epoch, done for
     good: those files were never read. Now the plan fails naming them; ``pattern=`` reads them; a file that does not
@@ -396,27 +292,6 @@ def test_an_hour_folder_whose_files_the_source_would_not_read_fails_its_plan_and
     assert [Path(f).name for f in HourlyFolderSource("landing", str(landing), pattern="*").plan(hours.info(1)).files] == [
         "notes.txt", "part-0.jsonl"]
     assert source.plan(hours.info(2)).files == ()  # an hour without a folder: an empty epoch
-
-
-def test_a_factory_that_raises_is_named_with_the_config_key(monkeypatch, tmp_path):
-    """Found from outside: a factory raising its own error printed only that error ("factory exploded")."""
-    import types
-
-    from epochal.config import Settings
-    from epochal.pipeline.registry import build_pipeline
-
-    module = types.ModuleType("acme_boom")
-
-    def build(settings):
-        raise RuntimeError("factory exploded")
-
-    module.build = build
-    monkeypatch.setitem(sys.modules, "acme_boom", module)
-    settings = Settings.model_validate({"pipeline": "acme_boom:build", "landing": str(tmp_path), "warehouse": str(tmp_path / "w"),
-                                        "checkpoints": {"dir": str(tmp_path / "c")}})
-    with pytest.raises(PipelineDefinitionError, match=r"^pipeline 'acme_boom:build' \(config key 'pipeline'\): its factory "
-                                                      r"raised RuntimeError: factory exploded$"):
-        build_pipeline(settings)
 
 
 def test_state_read_limit_below_one_is_refused_by_the_command_line(capsys):
