@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from epochal.pipeline.sinks import EPOCH_COLUMN
 from epochal.pipeline.stage import SinkMode
+from epochal.state.backends.values import normal_column
 from epochal.state.delta import io as delta_io
 
 
@@ -152,6 +153,7 @@ def _rows_differing(stored: DataFrame, view: DataFrame) -> int:
     each distinct row's count in ``stored`` minus its count in ``view``."""
     side = "__epochal_side"
     both = stored.withColumn(side, F.lit(1)).unionByName(view.withColumn(side, F.lit(-1)))
-    counts = both.groupBy(*stored.columns).agg(F.sum(side).alias(side))
+    types = {f.name: f.dataType for f in stored.schema.fields}
+    counts = both.groupBy(*[normal_column(F.col(c), types[c]).alias(c) for c in stored.columns]).agg(F.sum(side).alias(side))
     total = counts.agg(F.sum(F.abs(F.col(side)))).first()[0]
     return int(total or 0)

@@ -23,12 +23,14 @@ from __future__ import annotations
 import time
 import uuid
 from functools import reduce
+from typing import Mapping
 
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from epochal.pipeline.errors import PipelineError
+from epochal.state.backends.values import normal_column, normal_sql
 from epochal.state.delta import io as delta_io
 from epochal.state.delta import overwrite as delta_overwrite
 from epochal.state.delta.log import VersionSnapshot
@@ -45,12 +47,22 @@ _IN_T, _IN_S, _ROWS = "__epochal_in_target", "__epochal_in_source", "__epochal_r
 Clause = tuple[str | None, str]
 
 
-def merge_clauses(keys: list[str], values: list[str], delete: str | None) -> tuple[str, list[Clause], list[Clause]]:
+def merge_clauses(
+    keys: list[str], values: list[str], delete: str | None, types: Mapping[str, T.DataType] | None = None
+) -> tuple[str, list[Clause], list[Clause]]:
     """The upsert as a MERGE, in SQL over target ``t`` and source ``s``: its condition, its matched clauses and its
     not-matched clauses, each (condition or None, action), in order. Delta's MERGE runs them; a rewrite records
-    them in its commit. A key whose values did not change is not updated; a deletion is never inserted."""
+    them in its commit. A key whose values did not change is not updated; a deletion is never inserted. A value
+    column holding a map (``types``, the sink's column types) is compared by its entries: Spark has no ``<=>``
+    for maps."""
+    types = types or {}
+
+    def same(c: str) -> str:
+        dtype = types.get(c, T.NullType())
+        return f"{normal_sql(f't.{quoted(c)}', dtype)} <=> {normal_sql(f's.{quoted(c)}', dtype)}"
+
     condition = " AND ".join(f"t.{quoted(k)} <=> s.{quoted(k)}" for k in keys)
-    changed = " OR ".join(f"NOT (t.{quoted(c)} <=> s.{quoted(c)})" for c in values) or "false"
+    changed = " OR ".join(f"NOT ({same(c)})" for c in values) or "false"
     if not delete:
         return condition, [(changed, "update")], [(None, "insert")]
     keep = f"NOT s.{quoted(delete)}"
@@ -85,7 +97,8 @@ def upsert(spark, path: str, snapshot: VersionSnapshot, rows: DataFrame, *, sink
         joined = target.alias("t").join(source.alias("s"), on, "full_outer")
         in_t, in_s = _col("t", _IN_T).isNotNull(), _col("s", _IN_S).isNotNull()
         deleted = in_s & F.coalesce(_col("s", delete), F.lit(False)) if delete else F.lit(False)
-        changed = reduce(lambda a, b: a | b, [~_col("t", c).eqNullSafe(_col("s", c)) for c in values], F.lit(False))
+        types = {f.name: f.dataType for f in rows.schema.fields}
+        changed = reduce(lambda a, b: a | b, [~_same(c, types[c]) for c in values], F.lit(False))
         updated, removed, inserted = in_t & in_s & ~deleted & changed, in_t & deleted, ~in_t & in_s & ~deleted
         keep = (in_t & ~removed) | inserted
         flagged = joined.select(
@@ -114,7 +127,7 @@ def upsert(spark, path: str, snapshot: VersionSnapshot, rows: DataFrame, *, sink
             "numTargetRowsCopied": counts["keep"] - written, "numOutputRows": counts["keep"],
             "numTargetFilesAdded": int(added.size()), "numTargetFilesRemoved": len(version.files),
         }
-        condition, matched, not_matched = merge_clauses(keys, values, delete)
+        condition, matched, not_matched = merge_clauses(keys, values, delete, {f.name: f.dataType for f in rows.schema.fields})
         return delta_overwrite.merge_operation(
             spark, txn, condition=condition, matched=matched, not_matched=not_matched, metrics=metrics
         )
@@ -144,6 +157,11 @@ def quoted(name: str) -> str:
 
 def _col(side: str, name: str) -> Column:
     return F.col(f"{side}.{quoted(name)}")
+
+
+def _same(name: str, dtype: T.DataType) -> Column:
+    """Target and source agree on column ``name`` (null-safe; maps by their entries)."""
+    return normal_column(_col("t", name), dtype).eqNullSafe(normal_column(_col("s", name), dtype))
 
 
 def _columns(schema: T.StructType) -> list[tuple[str, str]]:

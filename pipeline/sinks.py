@@ -170,7 +170,8 @@ class DeltaSink:
             sink_rewrite.upsert(self.spark, self.path, snapshot, rows, sink=self.spec.name, keys=keys, delete=delete)
             return
         columns = [f.name for f in self.spec.schema.fields]
-        condition, matched, not_matched = sink_rewrite.merge_clauses(keys, [c for c in columns if c not in keys], delete)
+        types = {f.name: f.dataType for f in self.spec.schema.fields}
+        condition, matched, not_matched = sink_rewrite.merge_clauses(keys, [c for c in columns if c not in keys], delete, types)
         assign = {sink_rewrite.quoted(c): f"s.{sink_rewrite.quoted(c)}" for c in columns}
         merge = DeltaTable.forPath(self.spark, self.path).alias("t").merge(rows.alias("s"), condition)
         for when, action in matched:

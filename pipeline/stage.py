@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 
 from epochal.state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor
 from epochal.state.backends.keyed import KeyedStateBackend
+from epochal.state.backends.values import contains_map
 from epochal.state.backends.operator import FunctionInitializationContext, FunctionSnapshotContext, OperatorStateStore
 
 
@@ -125,6 +126,10 @@ class SinkSpec:
         unknown = [k for k in self.keys if k not in columns]
         if unknown:
             raise ValueError(f"sink {self.name!r}: key(s) {unknown} are not columns of its schema {columns}")
+        maps = [f.name for f in self.schema.fields if f.name in self.keys and contains_map(f.dataType)]
+        if maps:
+            raise ValueError(f"sink {self.name!r}: key(s) {maps} hold a map, which Spark cannot match rows on; "
+                             "key the sink by other columns (a map is fine as a value column)")
         if self.delete_column is not None and self.mode is not SinkMode.UPSERT:
             raise ValueError(f"sink {self.name!r}: delete_column= is for upsert sinks (an append sink keeps every row)")
         if self.delete_column is not None and self.delete_column in {f.name for f in self.schema.fields}:

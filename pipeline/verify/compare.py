@@ -31,7 +31,7 @@ from pyspark.sql import types as T
 from epochal.state.delta import io as delta_io
 from epochal.state.delta.log import DeltaLog, working_tables
 from epochal.state.delta.paths import to_spark
-from epochal.state.backends.values import contains_map
+from epochal.state.backends.values import normal_column
 
 KEYED_COLUMNS = ("key_group", "key", "namespace", "value", "expires_at", "updated_epoch")
 KEYED_COMPARED = ("key_group", "key", "namespace", "value", "expires_at")
@@ -72,26 +72,6 @@ def deployment_tables(deployment) -> dict[str, tuple[str, str | None]]:
     for stage, state, url in working_tables(deployment.storage.shared_url):
         tables[f"state:{stage}/{state}"] = (to_spark(url), stage)
     return tables
-
-
-def normal_column(column: Column, dtype: T.DataType) -> Column:
-    """``column`` in a form set operations accept and compare by content: maps become sorted entry arrays."""
-    if not contains_map(dtype):
-        return column
-    if isinstance(dtype, T.MapType):
-        entries = F.transform(
-            F.map_entries(column),
-            lambda e: F.struct(
-                normal_column(e["key"], dtype.keyType).alias("key"), normal_column(e["value"], dtype.valueType).alias("value")
-            ),
-        )
-        return F.array_sort(entries)
-    if isinstance(dtype, T.ArrayType):
-        return F.transform(column, lambda x: normal_column(x, dtype.elementType))
-    assert isinstance(dtype, T.StructType)
-    return F.when(column.isNull(), F.lit(None)).otherwise(
-        F.struct(*[normal_column(column[f.name], f.dataType).alias(f.name) for f in dtype.fields])
-    )
 
 
 def _kind(df: DataFrame) -> str | None:

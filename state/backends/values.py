@@ -18,10 +18,52 @@ def contains_map(dtype: T.DataType) -> bool:
     return False
 
 
-def comparable(col: Column, dtype: T.DataType) -> Column:
-    """A form of ``col`` that supports ``<=>`` (maps are not comparable in Spark)."""
+def normal_column(column: Column, dtype: T.DataType) -> Column:
+    """``column`` in a form ``<=>``, grouping and set operations accept, compared by content: maps become arrays
+    of their entries sorted by key (two maps of the same entries are equal whatever their order)."""
+    if not contains_map(dtype):
+        return column
     if isinstance(dtype, T.MapType):
-        return F.to_json(F.array_sort(F.map_entries(col)))
-    if contains_map(dtype):
-        return F.to_json(col)
-    return col
+        entries = F.transform(
+            F.map_entries(column),
+            lambda e: F.struct(
+                normal_column(e["key"], dtype.keyType).alias("key"), normal_column(e["value"], dtype.valueType).alias("value")
+            ),
+        )
+        return F.array_sort(entries)
+    if isinstance(dtype, T.ArrayType):
+        return F.transform(column, lambda x: normal_column(x, dtype.elementType))
+    assert isinstance(dtype, T.StructType)
+    return F.when(column.isNull(), F.lit(None)).otherwise(
+        F.struct(*[normal_column(column[f.name], f.dataType).alias(f.name) for f in dtype.fields])
+    )
+
+
+#: The state backends' name for it: a value's form that supports ``<=>``.
+comparable = normal_column
+
+
+def normal_sql(expression: str, dtype: T.DataType, depth: int = 0) -> str:
+    """:func:`normal_column` as SQL text over ``expression`` (for a MERGE's conditions, which Delta takes as SQL)."""
+    if not contains_map(dtype):
+        return expression
+    var = f"__epochal_e{depth}"
+    if isinstance(dtype, T.MapType):
+        key = normal_sql(f"{var}.key", dtype.keyType, depth + 1)
+        value = normal_sql(f"{var}.value", dtype.valueType, depth + 1)
+        return f"array_sort(transform(map_entries({expression}), {var} -> named_struct('key', {key}, 'value', {value})))"
+    if isinstance(dtype, T.ArrayType):
+        return f"transform({expression}, {var} -> {normal_sql(var, dtype.elementType, depth + 1)})"
+    assert isinstance(dtype, T.StructType)
+    fields = ", ".join(
+        f"{_sql_string(f.name)}, {normal_sql(f'{expression}.{_sql_name(f.name)}', f.dataType, depth)}" for f in dtype.fields
+    )
+    return f"CASE WHEN {expression} IS NULL THEN NULL ELSE named_struct({fields}) END"
+
+
+def _sql_name(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

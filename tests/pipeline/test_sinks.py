@@ -193,3 +193,39 @@ def test_an_append_sink_whose_spec_dropped_and_retyped_columns_is_refused_naming
                               "changed type: KEY is STRING in the table, INT in the SinkSpec); nothing was written")
     assert "Operator action: change the SinkSpec back to the table's columns; or run `epochal restore` first" in message
     assert "\n" not in message and sink.position().version == version
+
+
+@pytest.mark.parametrize("rewrite_below_bytes", [0, 1 << 30], ids=["merge", "rewrite"])
+def test_an_upsert_sink_with_map_values_compares_them_by_their_entries(spark, tmp_path, rewrite_below_bytes):
+    """A map state's values are maps, and a sink of them is the obvious thing to write: Spark has no ``<=>`` for
+    maps, so the MERGE and the rewrite compare a map by its sorted entries (a map of the same entries in another
+    order is unchanged; nested maps too), and delta-rs reads the table."""
+    import deltalake
+
+    schema = T.StructType([
+        T.StructField("user", T.StringType()),
+        T.StructField("by_currency", T.MapType(T.StringType(), T.LongType())),
+        T.StructField("detail", T.StructType([T.StructField("tags", T.ArrayType(T.MapType(T.StringType(), T.StringType())))])),
+    ])
+    sink = DeltaSink(spark, str(tmp_path), SinkSpec("spend", "s.out", SinkMode.UPSERT, schema, keys=("user",)),
+                     rewrite_below_bytes=rewrite_below_bytes)
+    frame = ("user string, by_currency map<string, bigint>, detail struct<tags: array<map<string, string>>>")
+    first = spark.sql("SELECT 'a' AS user, map('EUR', 1L, 'USD', 2L) AS by_currency, "
+                      "named_struct('tags', array(map('x', '1', 'y', '2'))) AS detail "
+                      "UNION ALL SELECT 'b', map('EUR', 5L), named_struct('tags', array()) ")
+    assert sink.write(first.to(spark.createDataFrame([], frame).schema), 0) == 2
+    same_entries = spark.sql("SELECT 'a' AS user, map('USD', 2L, 'EUR', 1L) AS by_currency, "
+                             "named_struct('tags', array(map('y', '2', 'x', '1'))) AS detail")
+    assert sink.write(same_entries, 1) == 0  # the same entries in another order: nothing changed
+    changed = spark.sql("SELECT 'b' AS user, map('EUR', 6L) AS by_currency, named_struct('tags', array()) AS detail")
+    assert sink.write(changed, 2) == 1
+    values = {r.user: dict(r.by_currency) for r in sink.read().collect()}
+    assert values == {"a": {"EUR": 1, "USD": 2}, "b": {"EUR": 6}}
+    read_by_rust = deltalake.DeltaTable(sink.path).to_pyarrow_table().to_pylist()
+    assert {r["user"]: dict(r["by_currency"]) for r in read_by_rust} == values
+
+
+def test_an_upsert_key_holding_a_map_is_refused_naming_the_sink():
+    schema = T.StructType([T.StructField("tags", T.MapType(T.StringType(), T.StringType())), T.StructField("n", T.LongType())])
+    with pytest.raises(ValueError, match=r"sink 'tagged': key\(s\) \['tags'\] hold a map"):
+        SinkSpec("tagged", "s.out", SinkMode.UPSERT, schema, keys=("tags",))
