@@ -81,7 +81,8 @@ class Deployment:
         recorded = self.progress.recorded_parallelism()
         if recorded is not None and recorded != self.settings.spark.parallelism:
             log.info("running with parallelism %s (set by `epochal restore --parallelism`); the configuration's "
-                     "spark.parallelism %s applies again only through another restore", recorded, self.settings.spark.parallelism)
+                     "spark.parallelism %s applies again only through `epochal restore --parallelism %s` (a restore without "
+                     "--parallelism keeps %s)", recorded, self.settings.spark.parallelism, self.settings.spark.parallelism, recorded)
         return recorded
 
     def context(self, stage: Stage, epoch: int, store: OperatorStateStore | None = None) -> StageContext:
