@@ -334,6 +334,10 @@ def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | No
         if variable is not None:
             return variable, None
         line = next((file.lines[key[:end]] for end in range(len(key), 0, -1) if key[:end] in file.lines), None)
+        # Variables that set entries inside this key (EPOCHAL__SPARK__CONF__<property> for spark.conf).
+        inside = sorted(name for path, name in overrides.sources.items() if len(path) > len(key) and path[: len(key)] == key)
+        if inside:
+            return (" and ".join(inside) + (f" (or {source})" if key in file.lines else "")), None
         return source, line
 
     issues = [*file.issues, *overrides.issues]

@@ -466,6 +466,17 @@ def test_credentials_in_spark_conf_are_refused_without_echoing_them(tmp_path: Pa
     assert "hunter2" not in str(error)
 
 
+def test_an_entry_of_spark_conf_set_by_its_variable_is_blamed_on_the_variable_not_the_file(tmp_path: Path) -> None:
+    """EPOCHAL__SPARK__CONF__<property> sets one entry: an error in spark.conf names that variable, not a line of
+    a file that has no conf (and says the file may hold entries too when it has a conf of its own)."""
+    variable = "EPOCHAL__SPARK__CONF__spark.hadoop.fs.s3a.access.key"
+    bare = write(tmp_path / "bare.yaml", "spark: {master: 'local[1]', parallelism: 2}\n")
+    error = str(load_error(bare, env={variable: "AKIA-do-not-print"}))
+    assert error.startswith(f"config error in {variable}:") and "AKIA" not in error
+    with_conf = write(tmp_path / "conf.yaml", "spark:\n  conf:\n    spark.ui.port: '4050'\n")
+    assert f"config error in {variable} (or {with_conf})" in str(load_error(with_conf, env={variable: "AKIA-x"}))
+
+
 def test_a_credentials_provider_class_is_not_a_credential(tmp_path: Path) -> None:
     provider = "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"
     path = write(tmp_path / "epochal.yaml", f"spark:\n  conf:\n    spark.hadoop.fs.s3a.aws.credentials.provider: {provider}\n")
