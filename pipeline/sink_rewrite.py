@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from epochal.pipeline.errors import PipelineError
-from epochal.state.backends.values import normal_column, normal_sql
+from epochal.state.backends.values import normal_column, normal_sql, quoted
 from epochal.state.delta import io as delta_io
 from epochal.state.delta import overwrite as delta_overwrite
 from epochal.state.delta.log import VersionSnapshot
@@ -48,18 +48,16 @@ Clause = tuple[str | None, str]
 
 
 def merge_clauses(
-    keys: list[str], values: list[str], delete: str | None, types: Mapping[str, T.DataType] | None = None
+    keys: list[str], values: list[str], delete: str | None, types: Mapping[str, T.DataType]
 ) -> tuple[str, list[Clause], list[Clause]]:
     """The upsert as a MERGE, in SQL over target ``t`` and source ``s``: its condition, its matched clauses and its
     not-matched clauses, each (condition or None, action), in order. Delta's MERGE runs them; a rewrite records
     them in its commit. A key whose values did not change is not updated; a deletion is never inserted. A value
     column holding a map (``types``, the sink's column types) is compared by its entries: Spark has no ``<=>``
     for maps."""
-    types = types or {}
 
     def same(c: str) -> str:
-        dtype = types.get(c, T.NullType())
-        return f"{normal_sql(f't.{quoted(c)}', dtype)} <=> {normal_sql(f's.{quoted(c)}', dtype)}"
+        return f"{normal_sql(f't.{quoted(c)}', types[c])} <=> {normal_sql(f's.{quoted(c)}', types[c])}"
 
     condition = " AND ".join(f"t.{quoted(k)} <=> s.{quoted(k)}" for k in keys)
     changed = " OR ".join(f"NOT ({same(c)})" for c in values) or "false"
@@ -86,6 +84,7 @@ def upsert(spark, path: str, snapshot: VersionSnapshot, rows: DataFrame, *, sink
     rewriting it; returns the committed version."""
     columns = [c for c in rows.columns if c != delete]
     values = [c for c in columns if c not in keys]
+    types = {f.name: f.dataType for f in rows.schema.fields}
     observation = Observation(f"epochal_sink_{uuid.uuid4().hex}")  # a name of its own: one observation per write
 
     def build(version: VersionSnapshot) -> DataFrame:
@@ -97,7 +96,6 @@ def upsert(spark, path: str, snapshot: VersionSnapshot, rows: DataFrame, *, sink
         joined = target.alias("t").join(source.alias("s"), on, "full_outer")
         in_t, in_s = _col("t", _IN_T).isNotNull(), _col("s", _IN_S).isNotNull()
         deleted = in_s & F.coalesce(_col("s", delete), F.lit(False)) if delete else F.lit(False)
-        types = {f.name: f.dataType for f in rows.schema.fields}
         changed = reduce(lambda a, b: a | b, [~_same(c, types[c]) for c in values], F.lit(False))
         updated, removed, inserted = in_t & in_s & ~deleted & changed, in_t & deleted, ~in_t & in_s & ~deleted
         keep = (in_t & ~removed) | inserted
@@ -127,7 +125,7 @@ def upsert(spark, path: str, snapshot: VersionSnapshot, rows: DataFrame, *, sink
             "numTargetRowsCopied": counts["keep"] - written, "numOutputRows": counts["keep"],
             "numTargetFilesAdded": int(added.size()), "numTargetFilesRemoved": len(version.files),
         }
-        condition, matched, not_matched = merge_clauses(keys, values, delete, {f.name: f.dataType for f in rows.schema.fields})
+        condition, matched, not_matched = merge_clauses(keys, values, delete, types)
         return delta_overwrite.merge_operation(
             spark, txn, condition=condition, matched=matched, not_matched=not_matched, metrics=metrics
         )
@@ -148,11 +146,6 @@ def _counts(observation: Observation, sink: str) -> dict[str, int]:
 
 def _sum(flag: Column) -> Column:
     return F.coalesce(F.sum(flag.cast("long")), F.lit(0))
-
-
-def quoted(name: str) -> str:
-    """A column name as SQL reads it whatever its characters."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _col(side: str, name: str) -> Column:

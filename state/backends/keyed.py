@@ -42,7 +42,7 @@ from epochal.state.descriptors import (
 )
 from epochal.state.errors import MaxParallelismMismatch, StateSchemaError
 from epochal.state.fence import Fence, no_fence
-from epochal.state.backends.values import comparable
+from epochal.state.backends.values import normal_column
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.delta.tables import create_table, restore_table, snapshot_table
 from epochal.state.keygroups import DEFAULT_MAX_PARALLELISM, check_parallelism, key_group_col, subtask_col
@@ -437,7 +437,7 @@ class KeyedStateBackend:
             matched = fold(old, F.col("s.new")).cast(dtype)
             inserted = fold(F.lit(None).cast(dtype), F.col("s.new")).cast(dtype)
         delete = F.col(f"s.{_DELETE}")
-        changed = ~(comparable(F.col("t.value"), dtype).eqNullSafe(comparable(matched, dtype)))
+        changed = ~(normal_column(F.col("t.value"), dtype).eqNullSafe(normal_column(matched, dtype)))
         if descriptor.ttl is not None:
             changed = changed | F.lit(True)  # every write restarts the TTL clock
         return keyed_writes.WriteClauses(

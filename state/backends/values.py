@@ -39,10 +39,6 @@ def normal_column(column: Column, dtype: T.DataType) -> Column:
     )
 
 
-#: The state backends' name for it: a value's form that supports ``<=>``.
-comparable = normal_column
-
-
 def normal_sql(expression: str, dtype: T.DataType, depth: int = 0) -> str:
     """:func:`normal_column` as SQL text over ``expression`` (for a MERGE's conditions, which Delta takes as SQL)."""
     if not contains_map(dtype):
@@ -56,12 +52,13 @@ def normal_sql(expression: str, dtype: T.DataType, depth: int = 0) -> str:
         return f"transform({expression}, {var} -> {normal_sql(var, dtype.elementType, depth + 1)})"
     assert isinstance(dtype, T.StructType)
     fields = ", ".join(
-        f"{_sql_string(f.name)}, {normal_sql(f'{expression}.{_sql_name(f.name)}', f.dataType, depth)}" for f in dtype.fields
+        f"{_sql_string(f.name)}, {normal_sql(f'{expression}.{quoted(f.name)}', f.dataType, depth)}" for f in dtype.fields
     )
     return f"CASE WHEN {expression} IS NULL THEN NULL ELSE named_struct({fields}) END"
 
 
-def _sql_name(name: str) -> str:
+def quoted(name: str) -> str:
+    """A column name as SQL reads it whatever its characters."""
     return "`" + name.replace("`", "``") + "`"
 
 
