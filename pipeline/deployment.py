@@ -16,6 +16,7 @@ from epochal.pipeline.sinks import DeltaSink
 from epochal.pipeline.stage import Stage, StageContext
 from epochal.state.checkpoint import CheckpointCoordinator, SystemClock, create_coordinator
 from epochal.state.delta.paths import to_spark
+from epochal.state.determinism import PlanInspector
 from epochal.state.handles import StateHandle
 from epochal.state.backends.keyed import KeyedStateBackend
 from epochal.state.backends.operator import OperatorStateBackend, OperatorStateStore
@@ -70,6 +71,14 @@ class Deployment:
         self.operator = {s.name: OperatorStateBackend(spark, self.shared_root, s.name) for s in pipeline.stages}
         for backend in [*self.keyed.values(), *self.operator.values()]:
             backend.fence = self.fence
+        #: Reads the plans of what the stages write (``epochal verify``): see :meth:`inspect_plans`.
+        self.inspector: PlanInspector | None = None
+
+    def inspect_plans(self, inspector: PlanInspector) -> None:
+        """Have ``inspector`` read the plan of every stage output and state write from now on."""
+        self.inspector = inspector
+        for backend in [*self.keyed.values(), *self.operator.values()]:
+            backend.inspector = inspector
 
     def fence(self, action: str) -> None:
         """Refuse ``action`` (a write) with :class:`epochal.pipeline.lease.FencedError` if this process's lease

@@ -271,6 +271,8 @@ class EpochTransaction(_CheckpointingTransaction):
         if hasattr(stage, "initialize_state"):
             initialize_function(stage, store, is_restored=self.epoch > 0, keyed=ctx.keyed)
         inputs = {ref: self.outputs[ref] for ref in stage.inputs}
+        if d.inspector is not None:
+            d.inspector.enter(stage.name, stage.inputs)
         crashpoint("in_stage", self.epoch)
         try:
             produced = _outputs_of(stage, stage.process(ctx, inputs))
@@ -281,6 +283,8 @@ class EpochTransaction(_CheckpointingTransaction):
         self._check_sink_inputs(stage, produced)
         for out, frame in produced.items():
             ref = f"{stage.name}.{out}"
+            if d.inspector is not None:
+                d.inspector.see(stage.name, f"output {out}", frame)
             if isinstance(frame, DataFrame) and d.pipeline.readers(stage, out) > 1:
                 frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
                 self._persisted.append(frame)

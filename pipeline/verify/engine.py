@@ -18,6 +18,10 @@ Scenarios, each compared with the first straight run (:mod:`epochal.pipeline.ver
 - ``crash <point>``: ``epochal run`` in its own process is SIGKILLed at a named crash point
   (:mod:`epochal.pipeline.faults`) in the middle epoch, then resumed here; ``in_restore`` kills the recovery
   of a crash, ``in_savepoint`` a savepoint. A point the run never reaches is reported ``not reached``;
+- the plans of what the first straight run's stages write (outputs, keyed and operator state) are read for
+  expressions a re-run need not repeat though these runs on one machine do (``monotonically_increasing_id()``,
+  an unordered ``first()``, ``current_timestamp()``; :mod:`epochal.state.determinism`): warnings in the
+  report, not failures (a ``first()`` over equal values is fine), each named at the stage that wrote it;
 - ``random instant``: killed ``EPOCHAL_CRASH_AFTER_S`` seconds into its work, drawn per seed within the
   straight runs' duration (the faster), then resumed; when the killed process finishes first, drawn again
   within the time it took.
@@ -42,6 +46,7 @@ from epochal.pipeline.partitions import Partitioning
 from epochal.pipeline.registry import build_pipeline
 from epochal.pipeline.verify.compare import compare_deployments
 from epochal.pipeline.verify.report import Outcome, ScenarioResult, VerifyReport
+from epochal.state.determinism import PlanInspector
 
 DEFAULT_PARTITIONS = 3
 #: Draws of a random instant before it is reported ``not reached`` (each later one within the last run's time).
@@ -102,6 +107,8 @@ class Verifier:
         self._savepoint_taken: dict | None = None
         self._epochs_s = 0.0
         self._children = 0
+        #: Reads the plans of the first straight run's outputs and state writes (warnings, not failures).
+        self.inspector = PlanInspector()
 
     # -- the scenarios ------------------------------------------------------------------------
 
@@ -131,6 +138,7 @@ class Verifier:
                         report.scenarios.append(ScenarioResult(rest_name, rest_kind, Outcome.SKIPPED, detail="no straight run"))
                     break
         finally:
+            report.warnings = self.inspector.warnings()
             if not self.keep:
                 shutil.rmtree(self.workdir, ignore_errors=True)
         return report
@@ -152,6 +160,7 @@ class Verifier:
 
     def _straight(self) -> ScenarioResult:
         runner = self._runner("straight")
+        runner.d.inspect_plans(self.inspector)
         report = runner.run(to=self.to_key)
         self._epochs_s = sum(e.duration_s for e in report.epochs)
         self._reference = runner.d

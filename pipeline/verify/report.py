@@ -74,6 +74,8 @@ class VerifyReport:
     workdir: str | None
     kept: bool
     scenarios: list[ScenarioResult] = field(default_factory=list)
+    #: Expressions in what the stages write whose values a re-run need not repeat (not failures).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -103,6 +105,7 @@ class VerifyReport:
             "workdir": self.workdir if self.kept else None,
             "non_deterministic": [d.to_dict() for d in self.non_deterministic],
             "scenarios": [s.to_dict() for s in self.scenarios],
+            "warnings": list(self.warnings),
         }
 
     def to_json(self) -> str:
@@ -128,6 +131,7 @@ class VerifyReport:
         lines.append("")
         if self.ok:
             but = " (but for the notes below)" if any(s.note for s in self.scenarios) else ""
+            but += " (read the warnings below)" if self.warnings else ""
             lines.append(f"OK: {len(self.scenarios)} scenarios, the sinks and the state equal the straight run's{but}")
         else:
             lines.append(f"FAILED: {self.reason()}")
@@ -135,6 +139,10 @@ class VerifyReport:
                 for d in s.diffs:
                     lines.append(f"  {s.name}: {d.describe()}")
         lines += [f"  note: {s.name}: {s.note}" for s in self.scenarios if s.note]
+        if self.warnings:
+            lines.append("warnings: these runs agree, but a re-run elsewhere (a cluster, a rescale, other file sizes, "
+                         "a crash's recovery) may not:")
+            lines += [f"  {w}" for w in self.warnings]
         if self.kept and self.workdir:
             lines.append(f"kept: {self.workdir}")
         return "\n".join(lines)

@@ -32,6 +32,7 @@ from pyspark.sql import types as T
 from epochal.state.backends import keyed_writes
 from epochal.state.backends.keyed_writes import REWRITE_BELOW_BYTES
 from epochal.state.delta import io as delta_io
+from epochal.state.determinism import PlanInspector
 from epochal.state.descriptors import (
     AggregatingStateDescriptor,
     KeyedStateDescriptor,
@@ -107,6 +108,8 @@ class KeyedStateBackend:
         self.rewrite_below_bytes = rewrite_below_bytes
         #: Called before every write of a table (see :mod:`epochal.state.fence`).
         self.fence: Fence = no_fence
+        #: Reads the plans of the frames written (``epochal verify``; see :mod:`epochal.state.determinism`).
+        self.inspector: PlanInspector | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -240,6 +243,7 @@ class KeyedStateBackend:
         several are refused (checked inside the MERGE's own job, no extra Spark job).
         """
         self._require_columns(descriptor, updates, ("key", "value"))
+        self._inspect(descriptor, updates)
         df = self._normalise(descriptor, updates, F.col("value"))
         df = df.withColumn(_DELETE, F.col(_DELETE) | F.col("value").isNull())
         self._merge(descriptor, self._refuse_duplicate_keys(descriptor, df))
@@ -269,6 +273,7 @@ class KeyedStateBackend:
         from delta.tables import DeltaTable
 
         self._require_columns(descriptor, rows, ("key", "value"))
+        self._inspect(descriptor, rows)
         df = self._refuse_duplicate_keys(descriptor, self._normalise(descriptor, rows, F.col("value")))
         path = self.open(descriptor)
         self.fence(f"write state {self.stage}/{descriptor.name}")
@@ -291,6 +296,7 @@ class KeyedStateBackend:
         """Append elements to list state (columns key, [namespace], value[, order_by])."""
         self._require_type(descriptor, KeyedStateType.LIST)
         self._require_columns(descriptor, items, ("key", "value"))
+        self._inspect(descriptor, items)
         empty = F.array().cast(descriptor.stored_type)
         self._merge_folded(descriptor, self._group_new_values(descriptor, items, order_by),
                            lambda old, new: F.concat(F.coalesce(old, empty), new))
@@ -299,6 +305,7 @@ class KeyedStateBackend:
         """Put map entries (columns key, [namespace], map_key, map_value); a null map_value removes the entry."""
         self._require_type(descriptor, KeyedStateType.MAP)
         self._require_columns(descriptor, entries, ("key", "map_key", "map_value"))
+        self._inspect(descriptor, entries)
         entry = F.struct(F.col("map_key").cast(descriptor.user_key_type), F.col("map_value").cast(descriptor.value_type))
         grouped = self._group_new_values(descriptor, entries.withColumn("value", entry), None)
         empty = F.create_map().cast(descriptor.stored_type)
@@ -312,6 +319,7 @@ class KeyedStateBackend:
     def add(self, descriptor: ReducingStateDescriptor | AggregatingStateDescriptor, items: DataFrame) -> None:
         """Add inputs to reducing or aggregating state (columns key, [namespace], value), in the JVM."""
         self._require_columns(descriptor, items, ("key", "value"))
+        self._inspect(descriptor, items)
         if isinstance(descriptor, ReducingStateDescriptor):
             if descriptor.reduce is None:
                 raise StateSchemaError(f"reducing state {descriptor.name!r} has no Column reduce= for set-oriented add")
@@ -332,9 +340,14 @@ class KeyedStateBackend:
 
     def write_full_values(self, descriptor: KeyedStateDescriptor, rows: DataFrame) -> None:
         """Write already-computed values (key, namespace, value, __epochal_delete): used by per-key stages."""
+        self._inspect(descriptor, rows)
         self._merge(descriptor, self._normalise(descriptor, rows, F.col("value")), unique=False)
 
     # -- internals -------------------------------------------------------------------------
+
+    def _inspect(self, descriptor: KeyedStateDescriptor, df: DataFrame) -> None:
+        if self.inspector is not None:
+            self.inspector.see(self.stage, f"keyed state {descriptor.name}", df)
 
     def _require_type(self, descriptor: KeyedStateDescriptor, expected: KeyedStateType) -> None:
         if descriptor.state_type is not expected:

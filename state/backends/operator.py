@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from epochal.state.delta import io as delta_io
+from epochal.state.determinism import PlanInspector
 from epochal.state.delta import overwrite as delta_overwrite
 from epochal.state.descriptors import OperatorStateDescriptor, OperatorStateMode
 from epochal.state.errors import StateSchemaError
@@ -67,6 +68,8 @@ class OperatorStateBackend:
         self._opened: dict[str, str] = {}
         #: Called before every write of a table (see :mod:`epochal.state.fence`).
         self.fence: Fence = no_fence
+        #: Reads the plans of the frames written (``epochal verify``; see :mod:`epochal.state.determinism`).
+        self.inspector: PlanInspector | None = None
 
     def table_path(self, descriptor: OperatorStateDescriptor) -> str:
         return posixpath.join(self.root, self.stage, descriptor.name)
@@ -104,6 +107,8 @@ class OperatorStateBackend:
 
     def write(self, descriptor: OperatorStateDescriptor, elements: DataFrame, parallelism: int) -> None:
         """Replace the state. List modes: columns subtask, value[, ord]. Broadcast: map_key, value."""
+        if self.inspector is not None:
+            self.inspector.see(self.stage, f"operator state {descriptor.name}", elements)
         path = self.open(descriptor)
         if descriptor.mode is OperatorStateMode.BROADCAST:
             self._require(descriptor, elements, ("map_key", "value"))

@@ -418,7 +418,9 @@ def _wide_state(backend: KeyedStateBackend, descriptors: Sequence[KeyedStateDesc
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    aggs = [F.first(f"__s{j}", ignorenulls=True).alias(f"__s{j}") for j in range(len(descriptors))]
+    # Each column holds one non-null value per key and namespace: max_by takes it whatever the rows' order
+    # (first(ignorenulls) would too, but reads as order-dependent to epochal.state.determinism).
+    aggs = [F.max_by(f"__s{j}", F.col(f"__s{j}").isNotNull()).alias(f"__s{j}") for j in range(len(descriptors))]
     return union.groupBy("key", "namespace").agg(*aggs)
 
 

@@ -173,6 +173,7 @@ def test_verify_passes_every_scenario_on_a_deterministic_pipeline(project):
     report = json.loads(result.stdout)
     assert (report["ok"], report["from"], report["to"], report["epochs"]) == (True, "2026-11-01-00:00", "2026-11-01-01:00", 2)
     assert report["non_deterministic"] == []
+    assert report["warnings"] == [], "nothing in the README's totals or the per-subtask counter depends on a re-run"
     outcomes = {s["name"]: s["result"] for s in report["scenarios"]}
     assert outcomes == {
         "straight": "reference",
@@ -202,4 +203,6 @@ def test_verify_names_a_non_deterministic_stage_and_its_sink(random_project):
     assert len(reason) == 1 and "non-deterministic stage sum" in reason[0] and "sink:totals" in reason[0], result.stderr
     sample = reason[0].split("e.g. ", 1)[1].split(" ", 1)[1]
     assert set(json.loads(sample)) == {"key", "total"}  # a sample row of the sink
+    warnings = table.split("\nwarnings: ", 1)[1].splitlines()[1:]
+    assert [w.split(": rand()", 1)[0].strip() for w in warnings] == ["stage sum, keyed state total", "stage sum, output totals"]
     assert not (random_project / "data").exists()

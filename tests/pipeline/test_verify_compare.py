@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 from epochal.pipeline.verify.compare import diff_table
@@ -77,3 +78,16 @@ def test_an_operator_state_difference_is_marked_as_such_and_a_note_shows_under_a
     text = report.table()
     assert report.ok and "none (note below)" in text and "(but for the notes below)" in text
     assert f"  note: savepoint, restore with parallelism 3: {note}" in text
+
+
+def test_warnings_of_the_plans_show_under_an_ok_table_and_in_the_json_and_fail_nothing():
+    """An expression a re-run need not repeat (read from the plans: ``epochal.state.determinism``) is a
+    warning: these runs agreed, so the exit status stays 0, and the table and the JSON say it."""
+    from epochal.pipeline.verify.report import Outcome, ScenarioResult, VerifyReport
+
+    warning = "stage enrich, output main: monotonically_increasing_id(): depends on how the rows are split"
+    report = VerifyReport("acme.enrich:build", "a", "b", 2, None, False,
+                          [ScenarioResult("straight", "straight", Outcome.REFERENCE)], warnings=[warning])
+    text = report.table()
+    assert report.ok and "(read the warnings below)" in text.splitlines()[-3]
+    assert text.splitlines()[-1] == f"  {warning}" and json.loads(report.to_json())["warnings"] == [warning]

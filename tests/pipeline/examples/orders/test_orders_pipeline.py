@@ -138,3 +138,4 @@ def test_epochal_verify_passes_on_the_orders_example(tmp_path):
     assert report["ok"] and report["epochs"] == 3
     assert {s["result"] for s in report["scenarios"]} <= {"reference", "match"}
     assert len(report["scenarios"]) == 6  # straight, again, restore, savepoint, two crashes
+    assert report["warnings"] == []  # nothing in its plans (nor in epochal's own timers and per-key state) depends on a re-run
