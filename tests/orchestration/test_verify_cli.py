@@ -31,7 +31,8 @@ RANDOM_TOTALS_MODULE = TOTALS_MODULE.replace(
 assert "F.rand()" in RANDOM_TOTALS_MODULE
 # The running totals and Flink's per-subtask counter: each subtask's count of rows in list (operator) state.
 # After the savepoint's restore at another parallelism the counts are split over the new subtasks and summed
-# again by the stage, so the state differs from the straight run's while the sinks do not.
+# again by the stage, so the state differs from the straight run's while the sinks do not. And a stage whose
+# upsert sink has a MAP column (probe 3 found every write of one failing).
 COUNTED_MODULE = '''
 from pyspark.sql import functions as F, types as T
 
@@ -62,10 +63,26 @@ class RowsPerSubtask:
         self.seen.update(self._new)
 
 
+# An upsert sink with a MAP column (its MERGE and its rewrite compare maps by their entries).
+LABELS = T.StructType([T.StructField("key", T.StringType()),
+                       T.StructField("attrs", T.MapType(T.StringType(), T.LongType()))])
+
+
+class Labels:
+    name, inputs, outputs, keyed_state, operator_state = "label", ("sum.totals",), ("labels",), (), ()
+
+    def process(self, ctx, inputs):
+        totals = inputs["sum.totals"]
+        attrs = F.create_map(F.lit("total"), F.col("total"), F.lit("digits"), F.length(F.col("total").cast("string")).cast("long"))
+        return {"labels": totals.select("key", attrs.alias("attrs"))}
+
+
 def build(settings):
     base = totals.build(settings)
-    return Pipeline(name=base.name, sources=base.sources, stages=[*base.stages, RowsPerSubtask()],
-                    sinks=[*base.sinks, SinkSpec("counts", "count.counts", SinkMode.APPEND, COUNTS)], max_parallelism=16)
+    return Pipeline(name=base.name, sources=base.sources, stages=[*base.stages, RowsPerSubtask(), Labels()],
+                    sinks=[*base.sinks, SinkSpec("counts", "count.counts", SinkMode.APPEND, COUNTS),
+                           SinkSpec("labels", "label.labels", SinkMode.UPSERT, LABELS, keys=("key",))],
+                    max_parallelism=16)
 '''
 
 
@@ -167,8 +184,13 @@ def test_verify_passes_every_scenario_on_a_deterministic_pipeline(project):
     """Two partitions: the second epoch writes only key ``a``, so a restore of the first checkpoint must bring
     the sink's ``b`` back from the version the checkpoint recorded (the stage has no ``view()``). The per-subtask
     counter's operator state differs after the rescale (2 -> 3: ``a`` and ``b`` counted on subtasks 0 and 1,
-    then ``a`` on subtask 2): a note, not a failure, while its sink matches."""
-    result = _verify(project, "--points", "after_metadata", "--seeds", "0", "--json", to="2026-11-01-01:00")
+    then ``a`` on subtask 2): a note, not a failure, while its sink matches. The map-valued upsert sink matches
+    in every scenario, and delta-rs reads its maps."""
+    from deltalake import DeltaTable
+
+    work = project / "verify-work"
+    result = _verify(project, "--points", "after_metadata", "--seeds", "0", "--json", "--keep", "--workdir", str(work),
+                     to="2026-11-01-01:00")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert (report["ok"], report["from"], report["to"], report["epochs"]) == (True, "2026-11-01-00:00", "2026-11-01-01:00", 2)
@@ -188,6 +210,9 @@ def test_verify_passes_every_scenario_on_a_deterministic_pipeline(project):
     assert list(notes) == ["savepoint, restore with parallelism 3"] and "state:count/seen" in notes[list(notes)[0]]
     assert "verify [5/5] crash after_metadata (epoch 1): match" in result.stderr  # progress
     assert not (project / "data").exists(), "the user's own warehouse and checkpoints are never touched"
+    labels = DeltaTable(str(work / "straight" / "warehouse" / "labels")).to_pyarrow_table().to_pylist()
+    assert sorted((r["key"], sorted(r["attrs"])) for r in labels) == [  # a = 1 + 10, b = 2
+        ("a", [("digits", 2), ("total", 11)]), ("b", [("digits", 1), ("total", 2)])]
 
 
 @pytest.mark.slow
