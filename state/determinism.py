@@ -10,7 +10,8 @@ UDF marked ``asNondeterministic()``); it calls ``first()``, ``current_timestamp(
 ``sample()`` deterministic (within one query they are), which a re-run of an epoch is not. Not named:
 ``input_file_name()`` (an epoch's files are recorded, so its re-run reads the same ones) and
 ``collect_list()`` (its arrival order is usually sorted later, in another projection, which the plan does not
-tie to it). The plan is Spark's analyzed plan as JSON (``TreeNode.toJSON``, one call to the JVM): each tree is
+tie to it), ``dropDuplicates(subset)`` (any one row of each key: exact when duplicates are equal, as
+re-delivered events are) and a window's ``row_number()`` over an order with ties. The plan is Spark's analyzed plan as JSON (``TreeNode.toJSON``, one call to the JVM): each tree is
 a list of its nodes in pre-order, each node with its ``num-children``.
 """
 

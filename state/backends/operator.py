@@ -25,8 +25,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from epochal.state.delta import io as delta_io
-from epochal.state.determinism import PlanInspector
 from epochal.state.delta import overwrite as delta_overwrite
+from epochal.state.determinism import PlanInspector
 from epochal.state.descriptors import OperatorStateDescriptor, OperatorStateMode
 from epochal.state.errors import StateSchemaError
 from epochal.state.fence import Fence, no_fence
