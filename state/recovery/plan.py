@@ -171,10 +171,18 @@ def _unavailable(handle: StateHandle, table_url: str, why: str) -> SnapshotUnava
     )
 
 
+def _named(metadata: CheckpointMetadata) -> str:
+    """``checkpoint 3``, or ``savepoint 3 (before)``: what the user restores, as they know it."""
+    if metadata.savepoint_name is not None:
+        return f"savepoint {metadata.checkpoint_id} ({metadata.savepoint_name})"
+    return f"checkpoint {metadata.checkpoint_id}"
+
+
 def _unclaimed(metadata: CheckpointMetadata, handles: list[StateHandle]) -> UnclaimedStateError:
     keys = [h.key for h in handles]
+    named = _named(metadata)
     return UnclaimedStateError(
-        f"Checkpoint {metadata.checkpoint_id} holds state {', '.join(keys)} that no current state descriptor claims.",
+        f"{named[0].upper()}{named[1:]} holds state {', '.join(keys)} that no current state descriptor claims.",
         action=f"declare {'that state' if len(keys) == 1 else 'those states'} again, or restore with "
         f"--allow-non-restored-state (allow_non_restored_state=True) to drop {'it' if len(keys) == 1 else 'them'}.",
         state=keys[0], states=keys, checkpoint_id=metadata.checkpoint_id,
@@ -183,7 +191,7 @@ def _unclaimed(metadata: CheckpointMetadata, handles: list[StateHandle]) -> Uncl
 
 def _incompatible(metadata: CheckpointMetadata, target: StateTarget, comparison: SchemaComparison) -> StateMigrationError:
     return StateMigrationError(
-        f"State {target.key} in checkpoint {metadata.checkpoint_id} cannot be migrated to its current descriptor: "
+        f"State {target.key} in {_named(metadata)} cannot be migrated to its current descriptor: "
         f"column {comparison.column} {comparison.problem}.",
         action="only nullable fields may be added to a state's schema; restore with the previous descriptor, "
         "or give the changed state a new name (its old state is then dropped with --allow-non-restored-state), "
