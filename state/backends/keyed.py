@@ -1,9 +1,7 @@
 """Keyed state in Delta tables: the set-oriented backend.
 
-Every keyed state is one Delta table at ``<root>/<stage>/<state>`` with rows
-
-    key_group INT, key <key type>, namespace STRING, value <stored type>,
-    expires_at TIMESTAMP (null: no TTL), updated_epoch BIGINT
+Every keyed state is one Delta table at ``<root>/<stage>/<state>`` (its layout and the
+properties it records: :mod:`.keyed_table`).
 
 A stage reads the live state as a DataFrame (expired rows hidden), joins it to
 its batch, and hands back new values. Only keys whose value changed are
@@ -11,15 +9,13 @@ written, in one commit per state and epoch (:mod:`.keyed_writes`: a ``MERGE``
 with deletion vectors, bytes in proportion to the keys changed, or a small table rewritten).
 Expired rows are deleted by the next write (Flink's cleanup on write).
 
-The table records its maximum parallelism, state type and value schema in its
-Delta properties; opening it with another maximum parallelism is an error, as
-in Flink. ``snapshot`` returns a :class:`~state.handles.StateHandle` (a Delta
+Opening a table that another maximum parallelism, state type or value type
+wrote is an error, as in Flink. ``snapshot`` returns a :class:`~state.handles.StateHandle` (a Delta
 version); ``restore`` brings the table back to a handle's content.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -27,12 +23,13 @@ from typing import Callable, Iterable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from epochal.state.backends import keyed_writes
+from epochal.state.backends.keyed_table import check_table, keyed_table_schema, recorded_properties
 from epochal.state.backends.keyed_writes import REWRITE_BELOW_BYTES
+from epochal.state.backends.values import normal_column
 from epochal.state.delta import io as delta_io
-from epochal.state.determinism import PlanInspector
+from epochal.state.delta.tables import create_table, restore_table, snapshot_table
 from epochal.state.descriptors import (
     AggregatingStateDescriptor,
     KeyedStateDescriptor,
@@ -41,18 +38,13 @@ from epochal.state.descriptors import (
     MapStateDescriptor,
     ReducingStateDescriptor,
 )
+from epochal.state.determinism import PlanInspector
 from epochal.state.errors import MaxParallelismMismatch, StateSchemaError
 from epochal.state.fence import Fence, no_fence
-from epochal.state.backends.values import normal_column
 from epochal.state.handles import StateHandle, StateKind
-from epochal.state.delta.tables import create_table, restore_table, snapshot_table
 from epochal.state.keygroups import DEFAULT_MAX_PARALLELISM, check_parallelism, key_group_col, subtask_col
 
 VOID_NAMESPACE = ""
-PROP_MAX_PARALLELISM = "epochal.maxParallelism"
-PROP_STATE_TYPE = "epochal.stateType"
-PROP_VALUE_TYPE = "epochal.valueType"
-PROP_KEY_TYPE = "epochal.keyType"
 _DELETE = "__epochal_delete"
 _SEVERAL_VALUES = "several new values for one key"
 EPOCH_ZERO = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -65,19 +57,6 @@ class EpochContext:
 
     epoch: int = 0
     now: datetime = EPOCH_ZERO
-
-
-def keyed_table_schema(descriptor: KeyedStateDescriptor) -> T.StructType:
-    return T.StructType(
-        [
-            T.StructField("key_group", T.IntegerType(), False),
-            T.StructField("key", descriptor.key_type, False),
-            T.StructField("namespace", T.StringType(), False),
-            T.StructField("value", descriptor.stored_type, True),
-            T.StructField("expires_at", T.TimestampType(), True),
-            T.StructField("updated_epoch", T.LongType(), False),
-        ]
-    )
 
 
 class KeyedStateBackend:
@@ -135,51 +114,20 @@ class KeyedStateBackend:
                 state=descriptor.name,
             )
         if delta_io.is_delta_table(path):
-            self._check_existing(descriptor, path)
+            self.check(descriptor)
         else:
             self._create(descriptor, path)
         self._opened.add(path)
         return path
 
-    def _properties(self, descriptor: KeyedStateDescriptor) -> dict[str, str]:
-        return {
-            **delta_io.state_table_properties(self.spark),
-            PROP_MAX_PARALLELISM: str(self.max_parallelism),
-            PROP_STATE_TYPE: descriptor.state_type.value,
-            PROP_VALUE_TYPE: descriptor.stored_type.json(),
-            PROP_KEY_TYPE: descriptor.key_type.json(),
-        }
-
     def _create(self, descriptor: KeyedStateDescriptor, path: str) -> None:
-        create_table(self.spark, path, keyed_table_schema(descriptor), self._properties(descriptor))
+        properties = {**delta_io.state_table_properties(self.spark), **recorded_properties(descriptor, self.max_parallelism)}
+        create_table(self.spark, path, keyed_table_schema(descriptor), properties)
 
-    def _check_existing(self, descriptor: KeyedStateDescriptor, path: str) -> None:
-        props = delta_io.table_properties(path)
-        recorded = props.get(PROP_MAX_PARALLELISM)
-        if recorded is not None and int(recorded) != self.max_parallelism:
-            raise MaxParallelismMismatch(
-                f"state {self.stage}/{descriptor.name} was created with max parallelism {recorded}, "
-                f"not {self.max_parallelism}",
-                action="keep the max parallelism a state was created with (it fixes its key groups)",
-                state=descriptor.name,
-                path=path,
-            )
-        recorded_type = props.get(PROP_STATE_TYPE)
-        if recorded_type is not None and recorded_type != descriptor.state_type.value:
-            raise StateSchemaError(
-                f"state {self.stage}/{descriptor.name} is {recorded_type} state, not {descriptor.state_type.value}",
-                action="give the new state another name, or migrate it",
-                state=descriptor.name,
-            )
-        recorded_value = props.get(PROP_VALUE_TYPE)
-        if recorded_value is not None and recorded_value != descriptor.stored_type.json():
-            raise StateSchemaError(
-                f"state {self.stage}/{descriptor.name}: value type {descriptor.stored_type.simpleString()} "
-                f"differs from the stored {T._parse_datatype_json_string(recorded_value).simpleString()}",
-                action="keep the stored type (a restore migrates only an added nullable field), or give the state "
-                "another name (a new state starts empty; `epochal restore --allow-non-restored-state` drops the old one)",
-                state=descriptor.name,
-            )
+    def check(self, descriptor: KeyedStateDescriptor) -> None:
+        """Refuse the state's table if another max parallelism, state type or value type wrote it (from the
+        Delta log, no Spark job; nothing when there is no table yet)."""
+        check_table(self.stage, descriptor, self.table_path(descriptor), self.max_parallelism)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -502,7 +450,3 @@ class KeyedStateBackend:
         self._opened.discard(self.table_path(descriptor))
         self.open(descriptor)
 
-
-def stored_value_type(handle: StateHandle) -> T.DataType:
-    schema = T.StructType.fromJson(json.loads(handle.schema_json))
-    return schema["value"].dataType

@@ -10,7 +10,7 @@ from epochal.state.checkpoint.metadata import CheckpointMetadata
 from epochal.state.checkpoint.storage import validate_name
 from epochal.state.errors import MaxParallelismMismatch
 from epochal.state.handles import StateHandle, StateKind
-from epochal.state.backends.keyed import PROP_MAX_PARALLELISM
+from epochal.state.backends.keyed_table import PROP_MAX_PARALLELISM
 from epochal.state.delta.log import DeltaLog, VersionSnapshot, working_tables
 from epochal.state.errors import RescaleError, SnapshotUnavailable, StateMigrationError, UnclaimedStateError
 from epochal.state.delta.paths import join_url, resolve_table_url, same_location, to_url

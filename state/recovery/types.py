@@ -14,7 +14,8 @@ from epochal.state.checkpoint.storage import CheckpointStorage
 from epochal.state.checkpoint.store import CompletedCheckpointStore
 from epochal.state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, OperatorStateMode
 from epochal.state.handles import StateHandle, StateKind
-from epochal.state.backends.keyed import PROP_KEY_TYPE, PROP_MAX_PARALLELISM, PROP_STATE_TYPE, PROP_VALUE_TYPE, KeyedStateBackend, keyed_table_schema
+from epochal.state.backends.keyed import KeyedStateBackend
+from epochal.state.backends.keyed_table import PROP_KEY_TYPE, PROP_MAX_PARALLELISM, PROP_STATE_TYPE, PROP_VALUE_TYPE, keyed_table_schema
 from epochal.state.errors import StateMigrationError
 from epochal.state.backends.operator import PROP_MODE, OperatorStateBackend, operator_table_schema
 
