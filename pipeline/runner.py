@@ -25,6 +25,7 @@ from epochal.pipeline.epoch import EpochTransaction
 from epochal.pipeline.errors import PipelineError, PipelineFailedError
 from epochal.pipeline.lease import leased
 from epochal.pipeline.partitions import PartitionKeyError
+from epochal.pipeline.progress import Progress
 from epochal.pipeline.recovery import Recovery, Restored
 from epochal.pipeline.savepoints import take_savepoint
 from epochal.pipeline.sinks import refuse_written_sinks
@@ -115,7 +116,7 @@ class EpochRunner:
         if (failure := self.d.coordinator.pipeline_failure) is not None:
             raise PipelineFailedError(str(failure))
         self._check_range(from_, to, now)  # refused before any work or JVM
-        self._check_states()
+        self._check_states(from_)
         self.expect_run(to=to, now=now, from_=from_)
         report = RunReport()
         report.restored, recovered_by_backfill = self.recovery.before_run(from_)
@@ -173,14 +174,26 @@ class EpochRunner:
             raise PartitionKeyError(f"--to {to} is before --from {from_}: a run goes forward, from --from to --to")
         self._refuse_gap(from_, first, self.d.progress.load().last_done_epoch)
 
-    def _check_states(self) -> None:
+    def _check_states(self, from_: str | None) -> None:
         """Refuse a run whose pipeline no longer declares a state its working tables hold (a stage removed or renamed
         since the last epoch), or declares again one whose working table an older version left (removed, then
         back): the run went on without a word, a renamed stage from empty state (its upsert sink overwritten with
-        one epoch's totals), a re-added one from rows older than the epochs between. A restore reconciles them."""
+        one epoch's totals), a re-added one from rows older than the epochs between. A restore reconciles them.
+        A keyed state whose value type, state type or max parallelism changed is refused here too, not at its
+        first write in the middle of an epoch (which left that epoch to a recovery that failed the same way), unless
+        the run is a backfill, whose restore checks them (and migrates an added nullable field)."""
         progress = self.d.progress.load()
-        if not progress.clean or progress.states is None:  # a recovery restores (and checks) first; an older file
+        if not progress.clean:  # a recovery restores (and checks, migrating what it can) first
             return
+        if progress.states is not None:  # None: a progress file older than the declared states
+            self._check_declared(progress)
+        position = progress.last_done_epoch
+        if from_ is None or position is None or self.d.partitioning.epoch(from_) > position:  # not a backfill
+            for stage in self.d.pipeline.stages:
+                for descriptor in stage.keyed_state:
+                    self.d.keyed[stage.name].check(descriptor)
+
+    def _check_declared(self, progress: Progress) -> None:
         since = "the beginning" if progress.last_done_epoch is None else self.d.partitioning.key(progress.last_done_epoch)
         if gone := sorted(set(progress.states) - set(declared_states(self.d.pipeline))):
             raise PipelineError(

@@ -13,7 +13,7 @@ from epochal.orchestration.cli import build_parser
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
-from epochal.state.errors import UnclaimedStateError
+from epochal.state.errors import StateSchemaError, UnclaimedStateError
 from tests.support.user_package import ROWS_MODULE, on_import_path, write_landing
 
 MODULE = '''
@@ -27,9 +27,9 @@ from .rows import TOTALS, ReadRows
 class Sum:
     """A running total per key under the state called ``state``."""
 
-    def __init__(self, name, state):
+    def __init__(self, name, state, value_type=T.LongType()):
         self.name, self.inputs, self.outputs, self.operator_state = name, ("read.rows",), ("totals",), ()
-        self.total = ValueStateDescriptor(state, value_type=T.LongType())
+        self.total = ValueStateDescriptor(state, value_type=value_type)
         self.keyed_state = (self.total,)
 
     def process(self, ctx, inputs):
@@ -53,6 +53,10 @@ def with_counts(settings):
 
 def without_counts(settings):
     return _pipeline(settings, [Sum("sum", "total")])
+
+
+def retyped(settings):
+    return _pipeline(settings, [Sum("sum", "total"), Sum("counts", "count", T.DoubleType())])
 '''
 
 
@@ -117,3 +121,21 @@ def test_a_run_of_changed_code_is_refused_until_a_restore_reconciles_its_states(
     back.run(to="2026-11-01-02:00")
     counts = next(s for s in back.d.pipeline.stages if s.name == "counts")
     assert {r.key: r.value for r in back.d.keyed["counts"].values(counts.total).collect()} == {"a": 100}
+
+
+def test_a_state_whose_value_type_changed_is_refused_before_the_run(spark, project):
+    """Found from outside (probe 4): a keyed state's changed value type was refused at its first write, in the
+    middle of an epoch, which then stayed in progress and failed its recovery the same way."""
+    _runner(spark, project, "with_counts").run(to="2026-11-01-00:00")
+
+    changed = _runner(spark, project, "retyped")
+    with pytest.raises(StateSchemaError, match=r"state counts/count: value type double differs from the stored bigint"):
+        changed.run(to="2026-11-01-01:00")
+    progress = changed.d.progress.load()
+    assert progress.clean and progress.last_done_epoch == 0  # nothing started
+    assert changed.d.keyed["sum"].read(next(s for s in changed.d.pipeline.stages if s.name == "sum").total) \
+        .where("updated_epoch > 0").isEmpty()
+
+    again = _runner(spark, project, "with_counts")  # the old code runs on, no recovery needed
+    again.run(to="2026-11-01-01:00")
+    assert again.d.progress.load().last_done_epoch == 1
