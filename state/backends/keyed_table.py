@@ -39,14 +39,16 @@ def keyed_table_schema(descriptor: KeyedStateDescriptor) -> T.StructType:
     )
 
 
-def recorded_properties(descriptor: KeyedStateDescriptor, max_parallelism: int) -> dict[str, str]:
-    """What a new table records of its state (besides Delta's own table properties)."""
-    return {
-        PROP_MAX_PARALLELISM: str(max_parallelism),
+def recorded_properties(descriptor: KeyedStateDescriptor, max_parallelism: int | None) -> dict[str, str]:
+    """What a table records of its state (besides Delta's own table properties); :func:`check_table` reads them."""
+    recorded = {
         PROP_STATE_TYPE: descriptor.state_type.value,
         PROP_VALUE_TYPE: descriptor.stored_type.json(),
         PROP_KEY_TYPE: descriptor.key_type.json(),
     }
+    if max_parallelism is not None:
+        recorded[PROP_MAX_PARALLELISM] = str(max_parallelism)
+    return recorded
 
 
 def check_table(stage: str, descriptor: KeyedStateDescriptor, path: str, max_parallelism: int) -> None:

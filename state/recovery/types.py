@@ -15,9 +15,9 @@ from epochal.state.checkpoint.store import CompletedCheckpointStore
 from epochal.state.descriptors import KeyedStateDescriptor, OperatorStateDescriptor, OperatorStateMode
 from epochal.state.handles import StateHandle, StateKind
 from epochal.state.backends.keyed import KeyedStateBackend
-from epochal.state.backends.keyed_table import PROP_KEY_TYPE, PROP_MAX_PARALLELISM, PROP_STATE_TYPE, PROP_VALUE_TYPE, keyed_table_schema
+from epochal.state.backends.keyed_table import keyed_table_schema, recorded_properties
 from epochal.state.errors import StateMigrationError
-from epochal.state.backends.operator import PROP_MODE, OperatorStateBackend, operator_table_schema
+from epochal.state.backends.operator import PROP_MODE, PROP_VALUE_TYPE, OperatorStateBackend, operator_table_schema
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -57,10 +57,7 @@ class StateTarget:
         """The ``epochal.*`` properties the state backends check when they open the table."""
         d = self.descriptor
         if isinstance(d, KeyedStateDescriptor):
-            props = {PROP_STATE_TYPE: d.state_type.value, PROP_VALUE_TYPE: d.stored_type.json(), PROP_KEY_TYPE: d.key_type.json()}
-            if self.max_parallelism is not None:
-                props[PROP_MAX_PARALLELISM] = str(self.max_parallelism)
-            return props
+            return recorded_properties(d, self.max_parallelism)
         return {PROP_MODE: d.mode.value, PROP_VALUE_TYPE: d.value_type.json()}
 
     def check_kind(self, handle: StateHandle) -> None:
