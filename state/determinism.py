@@ -134,19 +134,21 @@ class PlanInspector:
     """
 
     found: dict[tuple[str, str], list[Finding]] = field(default_factory=dict)
-    _inherited: dict[str, set[Finding]] = field(default_factory=dict)
+    _carried: dict[str, set[Finding]] = field(default_factory=dict)  # every finding in each output's plan
+    _inherited: dict[str, set[Finding]] = field(default_factory=dict)  # per stage: what its inputs carry
 
     def enter(self, stage: str, inputs: Iterable[str]) -> None:
         """``stage`` runs next, reading ``inputs`` (``<stage>.<output>`` of stages seen before, or sources)."""
-        upstream = {f"{s}.{where.removeprefix('output ')}": items for (s, where), items in self.found.items()
-                    if where.startswith("output ")}
-        self._inherited[stage] = {f for ref in inputs for f in upstream.get(ref, ())}
+        self._inherited[stage] = set().union(*(self._carried.get(ref, ()) for ref in inputs))
 
     def see(self, stage: str, where: str, df: Any) -> None:
         if (stage, where) in self.found or not isinstance(df, DataFrame):
             return
+        every = findings(df)
+        if where.startswith("output "):
+            self._carried[f"{stage}.{where.removeprefix('output ')}"] = set(every)
         inherited = self._inherited.get(stage, set())
-        self.found[(stage, where)] = [f for f in findings(df) if f not in inherited]
+        self.found[(stage, where)] = [f for f in every if f not in inherited]
 
     def warnings(self) -> list[str]:
         """One line per stage and place with findings: ``stage S, output O: expr: why; expr: why``."""

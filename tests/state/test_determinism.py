@@ -74,6 +74,8 @@ def test_what_an_upstream_stage_wrote_is_named_at_that_stage_only(events):
     totals = parsed.groupBy("user").agg(F.sum("id").alias("value"), F.max("seen").alias("seen"))
     inspector.see("totals", "keyed state sum", totals)
     inspector.see("totals", "output totals", totals.limit(2))
+    inspector.enter("report", ["totals.totals"])  # two stages down: parse's clock is still parse's
+    inspector.see("report", "output report", totals.limit(2).select("user", "seen"))
     assert [w.split(":", 2)[:2] for w in inspector.warnings()] == [
         ["stage parse, output events", " current_timestamp()"],
         ["stage totals, output totals", " limit() without orderBy()"],
