@@ -179,7 +179,7 @@ class EpochRunner:
         since the last epoch), or declares again one whose working table an older version left (removed, then
         back): the run went on without a word, a renamed stage from empty state (its upsert sink overwritten with
         one epoch's totals), a re-added one from rows older than the epochs between. A restore reconciles them.
-        A keyed state whose value type, state type or max parallelism changed is refused here too, not at its
+        A state whose value type, state type (mode) or max parallelism changed is refused here too, not at its
         first write in the middle of an epoch (which left that epoch to a recovery that failed the same way), unless
         the run is a backfill, whose restore checks them (and migrates an added nullable field)."""
         progress = self.d.progress.load()
@@ -192,6 +192,8 @@ class EpochRunner:
             for stage in self.d.pipeline.stages:
                 for descriptor in stage.keyed_state:
                     self.d.keyed[stage.name].check(descriptor)
+                for descriptor in stage.operator_state:
+                    self.d.operator[stage.name].check(descriptor)
 
     def _check_declared(self, progress: Progress) -> None:
         since = "the beginning" if progress.last_done_epoch is None else self.d.partitioning.key(progress.last_done_epoch)

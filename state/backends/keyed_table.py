@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
+from epochal.state.backends.values import check_value_type
 from epochal.state.delta import io as delta_io
 from epochal.state.descriptors import KeyedStateDescriptor
 from epochal.state.errors import MaxParallelismMismatch, StateSchemaError
@@ -72,12 +73,4 @@ def check_table(stage: str, descriptor: KeyedStateDescriptor, path: str, max_par
             action="give the new state another name, or migrate it",
             state=descriptor.name,
         )
-    recorded_value = props.get(PROP_VALUE_TYPE)
-    if recorded_value is not None and recorded_value != descriptor.stored_type.json():
-        raise StateSchemaError(
-            f"state {stage}/{descriptor.name}: value type {descriptor.stored_type.simpleString()} "
-            f"differs from the stored {T._parse_datatype_json_string(recorded_value).simpleString()}",
-            action="keep the stored type (a restore migrates only an added nullable field), or give the state "
-            "another name (a new state starts empty; `epochal restore --allow-non-restored-state` drops the old one)",
-            state=descriptor.name,
-        )
+    check_value_type(f"state {stage}/{descriptor.name}", descriptor.name, descriptor.stored_type, props.get(PROP_VALUE_TYPE))

@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from epochal.state.backends.values import check_value_type
 from epochal.state.delta import io as delta_io
 from epochal.state.delta import overwrite as delta_overwrite
 from epochal.state.determinism import PlanInspector
@@ -88,11 +89,21 @@ class OperatorStateBackend:
             }
             create_table(self.spark, path, operator_table_schema(descriptor), props)
         else:
-            recorded = delta_io.table_properties(path).get(PROP_MODE)
-            if recorded is not None:
-                self._check_mode(descriptor, recorded)
+            self.check(descriptor)
         self._opened[path] = descriptor.mode.value
         return path
+
+    def check(self, descriptor: OperatorStateDescriptor) -> None:
+        """Refuse the state's table if another redistribution mode or value type wrote it (from the Delta log,
+        no Spark job; nothing when there is no table yet)."""
+        path = self.table_path(descriptor)
+        if not delta_io.is_delta_table(path):
+            return
+        props = delta_io.table_properties(path)
+        if (recorded := props.get(PROP_MODE)) is not None:
+            self._check_mode(descriptor, recorded)
+        check_value_type(f"operator state {self.stage}/{descriptor.name}", descriptor.name, descriptor.value_type,
+                         props.get(PROP_VALUE_TYPE))
 
     def _check_mode(self, descriptor: OperatorStateDescriptor, recorded: str) -> None:
         if recorded != descriptor.mode.value:

@@ -1,10 +1,26 @@
-"""Comparing state values in Spark: maps support no equality, ordering or set operations."""
+"""Comparing state values in Spark (maps support no equality, ordering or set operations), and a state's value
+type with the one its table recorded."""
 
 from __future__ import annotations
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from epochal.state.errors import StateSchemaError
+
+
+def check_value_type(state: str, name: str, declared: T.DataType, recorded_json: str | None) -> None:
+    """Refuse a value type other than the one the state's table recorded (``state``: how to call it in the
+    message, e.g. ``state sum/total``; nothing when the table recorded none)."""
+    if recorded_json is not None and recorded_json != declared.json():
+        raise StateSchemaError(
+            f"{state}: value type {declared.simpleString()} differs from the stored "
+            f"{T._parse_datatype_json_string(recorded_json).simpleString()}",
+            action="keep the stored type (a restore migrates only an added nullable field), or give the state "
+            "another name (a new state starts empty; `epochal restore --allow-non-restored-state` drops the old one)",
+            state=name,
+        )
 
 
 def contains_map(dtype: T.DataType) -> bool:

@@ -94,6 +94,12 @@ def test_mode_is_fixed_and_bad_rows_are_named(spark, tmp_path):
         backend.open(UnionListOperatorState("buf", T.StringType()))
     with pytest.raises(StateSchemaError, match=r"subtask outside \[0, 2\)"):
         backend.write(ListOperatorState("other", T.StringType()), spark.createDataFrame([(5, "x")], "subtask int, value string"), 2)
+    fresh = OperatorStateBackend(spark, str(tmp_path), "s")  # another process, the value type changed
+    fresh.check(ListOperatorState("never_written", T.LongType()))  # no table yet: nothing to refuse
+    with pytest.raises(StateSchemaError, match=r"operator state s/buf: value type bigint differs from the stored string"):
+        fresh.check(ListOperatorState("buf", T.LongType()))
+    with pytest.raises(StateSchemaError, match=r"value type bigint differs"):
+        fresh.open(ListOperatorState("buf", T.LongType()))
 
 
 class CountingSource:
