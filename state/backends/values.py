@@ -17,8 +17,9 @@ def check_value_type(state: str, name: str, declared: T.DataType, recorded_json:
         raise StateSchemaError(
             f"{state}: value type {declared.simpleString()} differs from the stored "
             f"{T._parse_datatype_json_string(recorded_json).simpleString()}",
-            action="keep the stored type (a restore migrates only an added nullable field), or give the state "
-            "another name (a new state starts empty; `epochal restore --allow-non-restored-state` drops the old one)",
+            action="if only nullable fields were added, run `epochal restore` (a restore migrates only an added nullable "
+            "field); else keep the stored type, or give the state another name (a new state starts empty; "
+            "`epochal restore --allow-non-restored-state` drops the old one)",
             state=name,
         )
 
