@@ -94,6 +94,7 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
         context.log.info(progress_line(done, keys, durations[done.epoch]))
 
     runner.on_epoch = on_epoch
+    runner.on_restore = lambda restored: _record_restore(context, d, restored, key)  # logged even if the run fails
     epoch = d.partitioning.epoch(key)
     position = d.progress.load().last_done_epoch
     saved = _clear_failure(context, d, pipeline_name)
@@ -103,8 +104,6 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
         if saved is not None:
             _put_back_failure(d, saved)
         raise
-    if report.restored is not None:
-        _record_restore(context, d, report.restored, key)
     target = next((e for e in report.epochs if e.partition == key), None)
     if target is None:
         raise dg.Failure(description=f"partition {key} did not run (state at {position})")
@@ -122,19 +121,18 @@ def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline
     position = d.progress.load().last_done_epoch
     reporter = RangeReporter(context, d, keys)
     runner.on_epoch = reporter
+    runner.on_restore = lambda restored: _record_restore(context, d, restored, keys[0])  # before the range's epochs
     where = "the beginning" if position is None else d.partitioning.key(position)
     context.log.info(f"{len(keys)} partitions {keys[0]}..{keys[-1]} in this run, one SparkSession; the state is at {where}")
     saved = _clear_failure(context, d, pipeline_name)
     try:
-        report = run_range(runner, keys, position, context.run.tags)
+        run_range(runner, keys, position, context.run.tags)
     except BaseException as exc:
         if saved is not None:
             _put_back_failure(d, saved)
         if isinstance(exc, (PipelineError, EpochalStateError)):
             raise operator_failure(exc, EPOCH_HINT, partitions=f"{keys[0]}..{keys[-1]}", state_position=where) from exc
         raise
-    if report.restored is not None:
-        _record_restore(context, d, report.restored, keys[0])
     if left := missing(keys, reporter.done, position, d):
         raise dg.Failure(description=f"partitions {left} did not run (state at {where})")
     last = d.partitioning.epoch(keys[-1])

@@ -94,6 +94,8 @@ class EpochRunner:
     def __init__(self, deployment: Deployment, *, on_epoch: Callable[[EpochReport], None] | None = None) -> None:
         self.d = deployment
         self.on_epoch = on_epoch
+        #: Called as soon as a run has restored the state (a recovery or a backfill's restore), before its epochs.
+        self.on_restore: Callable[[Restored], None] | None = None
         self.recovery = Recovery(deployment)
         self._last_checkpoint_epoch: int | None = None
         #: The last epoch the first announced run goes to (:meth:`expect_run`): an epoch before it is not where
@@ -132,6 +134,8 @@ class EpochRunner:
         last = self._last_epoch(to, now)
         latest = self.d.coordinator.store.latest()
         self._last_checkpoint_epoch = None if latest is None else int(latest.metadata.epoch)
+        if report.restored is not None and self.on_restore is not None:
+            self.on_restore(report.restored)
         if report.restored is not None:  # the state is at the restored epoch, whatever newer checkpoints exist
             self._last_checkpoint_epoch = report.restored.epoch
         elif self._last_checkpoint_epoch is not None and (first - 1) < self._last_checkpoint_epoch:

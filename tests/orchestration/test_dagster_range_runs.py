@@ -80,6 +80,10 @@ def test_a_backfill_range_in_one_run_reports_every_epoch_on_its_own(deployment, 
         restores = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"
                     and "restored_epoch" in e.event_specific_data.asset_observation.metadata]
         assert restores, "a restore before the replay is recorded"
+        # ... as it happens, before the range's epochs (probe 5: it was logged after the whole range, and not at all
+        # when the range failed after its restore)
+        kinds = [e.event_type_value for e in result.all_events]
+        assert result.all_events.index(restores[-1]) < kinds.index("ASSET_MATERIALIZATION")
     assert _totals(spark, config) == _expected(3)
 
 
