@@ -150,6 +150,8 @@ def restore(document: dict[str, Any]) -> str:
     lines = [text]
     for skipped in r.get("skipped") or []:
         lines.append(f"  skipped: {_cell(skipped)}")
+    for migrated in r.get("migrated") or []:
+        lines.append(f"  migrated {migrated} (added, null in the restored rows)")
     if r.get("sinks_by_version"):
         lines.append(f"  sinks back to their recorded versions: {', '.join(r['sinks_by_version'])}")
     if r.get("sinks_by_content"):

@@ -48,6 +48,8 @@ class Restored:
     sinks_by_content: tuple[str, ...] = ()
     #: What append sinks rewound by content lack after a restore ahead of them (see ``forward_gap``).
     sink_gap: str | None = None
+    #: States whose schema the restore migrated: ``stage/state: the columns added``.
+    migrated: tuple[str, ...] = ()
 
     @property
     def started_empty(self) -> bool:
@@ -152,6 +154,7 @@ class Recovery:
             sinks_by_version=tuple(n for n in self.d.sinks if n not in by_content),
             sinks_by_content=tuple(by_content),
             sink_gap=gap,
+            migrated=tuple(f"{st.key}: {', '.join(st.migrated_columns)}" for st in result.states if st.migrated_columns),
         )
 
     def targets(self):

@@ -40,6 +40,22 @@ class Sum:
         return {"totals": new.select("key", F.col("value").alias("total"))}
 
 
+class Last:
+    """The last row's n per key, as a struct (``fields``: its fields, all nullable)."""
+
+    def __init__(self, fields):
+        self.name, self.inputs, self.outputs, self.operator_state = "last", ("read.rows",), ("totals",), ()
+        self.fields = fields
+        self.last = ValueStateDescriptor("last", value_type=T.StructType([T.StructField(f, T.LongType()) for f in fields]))
+        self.keyed_state = (self.last,)
+
+    def process(self, ctx, inputs):
+        batch = inputs["read.rows"].groupBy("key").agg(F.max("n").alias("n"))
+        value = F.struct(*[F.col("n").alias(f) if f == "n" else F.lit(None).cast("long").alias(f) for f in self.fields])
+        ctx.keyed.update(self.last, batch.select("key", value.alias("value")))
+        return {"totals": batch.select("key", F.col("n").alias("total"))}
+
+
 def _pipeline(settings, stages):
     return Pipeline(
         name="totals", sources=[HourlyFolderSource("landing", settings.landing)], stages=[ReadRows(), *stages],
@@ -53,6 +69,14 @@ def with_counts(settings):
 
 def without_counts(settings):
     return _pipeline(settings, [Sum("sum", "total")])
+
+
+def with_last(settings):
+    return _pipeline(settings, [Sum("sum", "total"), Last(["n"])])
+
+
+def with_last_widened(settings):
+    return _pipeline(settings, [Sum("sum", "total"), Last(["n", "seen"])])
 
 
 def retyped(settings):
@@ -139,3 +163,21 @@ def test_a_state_whose_value_type_changed_is_refused_before_the_run(spark, proje
     again = _runner(spark, project, "with_counts")  # the old code runs on, no recovery needed
     again.run(to="2026-11-01-01:00")
     assert again.d.progress.load().last_done_epoch == 1
+
+
+def test_a_nullable_field_added_is_refused_until_a_restore_migrates_it_and_says_so(spark, project):
+    """Found from outside (probe 5): the refusal did not say that a restore fixes an added nullable field, and the
+    restore did not say which state it migrated."""
+    from epochal.orchestration import console
+
+    _runner(spark, project, "with_last").run(to="2026-11-01-00:00")
+    widened = _runner(spark, project, "with_last_widened")
+    with pytest.raises(StateSchemaError, match=r"state last/last: value type struct<n:bigint,seen:bigint> differs.*"
+                                               r"if only nullable fields were added, run `epochal restore`"):
+        widened.run(to="2026-11-01-01:00")
+    restored = widened.restore()
+    assert restored.migrated == ("last/last: value.seen",)
+    assert "  migrated last/last: value.seen (added, null in the restored rows)" in console.restore(restored.to_dict())
+    widened.run(to="2026-11-01-01:00")
+    stage = next(s for s in widened.d.pipeline.stages if s.name == "last")
+    assert {r.key: tuple(r.value) for r in widened.d.keyed["last"].values(stage.last).collect()} == {"a": (10, None), "b": (2, None)}
