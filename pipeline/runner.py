@@ -31,6 +31,7 @@ from epochal.pipeline.savepoints import take_savepoint
 from epochal.pipeline.sinks import refuse_written_sinks
 from epochal.pipeline.sources import run_input_bytes
 from epochal.state.delta.log import DeltaLog
+from epochal.state.errors import EpochalStateError, StateSchemaError
 from epochal.state.delta.paths import to_url
 from epochal.state.session import LazySparkSession, driver_jit, is_short_run
 
@@ -193,11 +194,19 @@ class EpochRunner:
             self._check_declared(progress)
         position = progress.last_done_epoch
         if from_ is None or position is None or self.d.partitioning.epoch(from_) > position:  # not a backfill
+            refused: list[EpochalStateError] = []  # every changed state named, not only the first
             for stage in self.d.pipeline.stages:
-                for descriptor in stage.keyed_state:
-                    self.d.keyed[stage.name].check(descriptor)
-                for descriptor in stage.operator_state:
-                    self.d.operator[stage.name].check(descriptor)
+                checks = [(self.d.keyed[stage.name], d) for d in stage.keyed_state]
+                for backend, descriptor in checks + [(self.d.operator[stage.name], d) for d in stage.operator_state]:
+                    try:
+                        backend.check(descriptor)
+                    except EpochalStateError as exc:
+                        refused.append(exc)
+            if len(refused) == 1:
+                raise refused[0]
+            if refused:
+                raise StateSchemaError("; ".join(e.message for e in refused), action=refused[0].action,
+                                       states=[e.context.get("state") for e in refused])
 
     def _check_declared(self, progress: Progress) -> None:
         since = "the beginning" if progress.last_done_epoch is None else self.d.partitioning.key(progress.last_done_epoch)

@@ -80,7 +80,7 @@ def with_last_widened(settings):
 
 
 def retyped(settings):
-    return _pipeline(settings, [Sum("sum", "total"), Sum("counts", "count", T.DoubleType())])
+    return _pipeline(settings, [Sum("sum", "total", T.DoubleType()), Sum("counts", "count", T.DoubleType())])
 '''
 
 
@@ -153,14 +153,14 @@ def test_a_state_whose_value_type_changed_is_refused_before_the_run(spark, proje
     _runner(spark, project, "with_counts").run(to="2026-11-01-00:00")
 
     changed = _runner(spark, project, "retyped")
-    with pytest.raises(StateSchemaError, match=r"state counts/count: value type double differs from the stored bigint"):
+    with pytest.raises(StateSchemaError, match=r"state sum/total: value type double differs from the stored bigint; "
+                                               r"state counts/count: value type double differs"):  # both named
         changed.run(to="2026-11-01-01:00")
     progress = changed.d.progress.load()
     assert progress.clean and progress.last_done_epoch == 0  # nothing started
-    assert changed.d.keyed["sum"].read(next(s for s in changed.d.pipeline.stages if s.name == "sum").total) \
-        .where("updated_epoch > 0").isEmpty()
-
     again = _runner(spark, project, "with_counts")  # the old code runs on, no recovery needed
+    assert again.d.keyed["sum"].read(next(s for s in again.d.pipeline.stages if s.name == "sum").total) \
+        .where("updated_epoch > 0").isEmpty()
     again.run(to="2026-11-01-01:00")
     assert again.d.progress.load().last_done_epoch == 1
 
