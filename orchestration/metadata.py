@@ -111,4 +111,6 @@ def restore_metadata(result: Restored, action: str) -> dict[str, Any]:
         meta["parallelism"] = _num(result.parallelism)
     if result.sinks_by_version:
         meta["sinks_restored_to_version"] = dg.MetadataValue.text(", ".join(result.sinks_by_version))
+    if result.migrated:
+        meta["migrated"] = dg.MetadataValue.text("; ".join(result.migrated))
     return meta

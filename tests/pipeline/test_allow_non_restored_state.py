@@ -178,6 +178,8 @@ def test_a_nullable_field_added_is_refused_until_a_restore_migrates_it_and_says_
     restored = widened.restore()
     assert restored.migrated == ("last/last: value.seen",)
     assert "  migrated last/last: value.seen (added, null in the restored rows)" in console.restore(restored.to_dict())
+    from epochal.orchestration.metadata import restore_metadata
+    assert restore_metadata(restored, "restore")["migrated"].value == "last/last: value.seen"  # on the Dagster assets
     widened.run(to="2026-11-01-01:00")
     stage = next(s for s in widened.d.pipeline.stages if s.name == "last")
     assert {r.key: tuple(r.value) for r in widened.d.keyed["last"].values(stage.last).collect()} == {"a": (10, None), "b": (2, None)}
