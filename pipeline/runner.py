@@ -133,16 +133,9 @@ class EpochRunner:
         else:
             first = (position + 1) if position is not None else 0
         last = self._last_epoch(to, now)
-        latest = self.d.coordinator.store.latest()
-        self._last_checkpoint_epoch = None if latest is None else int(latest.metadata.epoch)
+        self._count_interval_from(report.restored, first)
         if report.restored is not None and self.on_restore is not None:
             self.on_restore(report.restored)
-        if report.restored is not None:  # the state is at the restored epoch, whatever newer checkpoints exist
-            self._last_checkpoint_epoch = report.restored.epoch
-        elif self._last_checkpoint_epoch is not None and (first - 1) < self._last_checkpoint_epoch:
-            # A savepoint (or checkpoint) ahead of the state, after a restore by another process:
-            # the interval counts from the state's position.
-            self._last_checkpoint_epoch = first - 1
         ends_announced = last >= (self._announced_last or 0)  # else this process runs on past ``last``
         if first <= last:  # a SinkSpec changed since its table was written: said before any stage runs
             for sink in self.d.sinks.values():
@@ -167,6 +160,17 @@ class EpochRunner:
             self._announced_last = None  # reached: the next run announces its own
         report.jit = driver_jit(self.d.spark)
         return report
+
+    def _count_interval_from(self, restored: Restored | None, first: int) -> None:
+        """Where the checkpoint interval counts from in a run whose first epoch is ``first``."""
+        latest = self.d.coordinator.store.latest()
+        self._last_checkpoint_epoch = None if latest is None else int(latest.metadata.epoch)
+        if restored is not None:  # the state is at the restored epoch, whatever newer checkpoints exist
+            self._last_checkpoint_epoch = restored.epoch
+        elif self._last_checkpoint_epoch is not None and (first - 1) < self._last_checkpoint_epoch:
+            # A savepoint (or checkpoint) ahead of the state, after a restore by another process:
+            # the interval counts from the state's position.
+            self._last_checkpoint_epoch = first - 1
 
     def _check_range(self, from_: str | None, to: str | None, now: datetime | None) -> None:
         """Refuse a bad key, a window still open, a ``to`` before ``from_`` (it rewound the state and the sinks to
@@ -195,13 +199,12 @@ class EpochRunner:
         position = progress.last_done_epoch
         if from_ is None or position is None or self.d.partitioning.epoch(from_) > position:  # not a backfill
             refused: list[EpochalStateError] = []  # every changed state named, not only the first
-            for stage in self.d.pipeline.stages:
-                checks = [(self.d.keyed[stage.name], d) for d in stage.keyed_state]
-                for backend, descriptor in checks + [(self.d.operator[stage.name], d) for d in stage.operator_state]:
-                    try:
-                        backend.check(descriptor)
-                    except EpochalStateError as exc:
-                        refused.append(exc)
+            for target in self.recovery.targets():
+                backend = (self.d.keyed if target.is_keyed else self.d.operator)[target.stage]
+                try:
+                    backend.check(target.descriptor)
+                except EpochalStateError as exc:
+                    refused.append(exc)
             if len(refused) == 1:
                 raise refused[0]
             if refused:
