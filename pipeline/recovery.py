@@ -79,7 +79,7 @@ class Recovery:
         if not self.d.progress.exists() and self.d.coordinator.store.latest() is not None:
             log.warning("the run position file %s is missing while checkpoints exist: restoring the latest completed "
                         "checkpoint (state and sinks), as after a crash", self.d.storage.child("progress.json"))
-            return self.restore(), False
+            return self.restore(checkpoints_first=False), False
         return None, False
 
     def recover(self, progress) -> Restored:
@@ -89,7 +89,7 @@ class Recovery:
             log.warning("the last run did not finish epoch %s (it died or failed): restoring the latest completed "
                         "checkpoint", progress.in_progress)
             # Never forward: a savepoint of a later epoch (kept after an older restore) is not where the state was.
-            return self.restore(max_epoch=progress.in_progress)
+            return self.restore(max_epoch=progress.in_progress, checkpoints_first=False)
         log.warning("the last restore (%s) did not finish: doing it again", json.dumps(target, sort_keys=True))
         if target.get("empty"):
             return self._restore_empty()
@@ -106,8 +106,13 @@ class Recovery:
         parallelism: int | None = None,
         max_epoch: int | None = None,
         allow_non_restored_state: bool = False,
+        checkpoints_first: bool = True,
     ) -> Restored:
         """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
+
+        Without a pointer: the latest completed checkpoint, as Flink restarts (a savepoint only if no
+        checkpoint is retained); ``checkpoints_first=False`` takes the newest of either (a crash's recovery:
+        the state was where the newest of them left it).
 
         Every handle is checked before anything changes; a latest checkpoint that is
         corrupt or incomplete is skipped with a warning naming it (see ``epochal.state.recovery.restore``).
@@ -130,6 +135,7 @@ class Recovery:
         result = restore_state(
             self.d.spark, self.d.coordinator, pointer, targets=self.targets(),
             working_root=self.d.shared_root, parallelism=parallelism, max_epoch=max_epoch, before_changes=record,
+            checkpoints_first=checkpoints_first,
             allow_non_restored_state=allow_non_restored_state, fence=self.d.fence,
         )
         crashpoint("in_restore", None if result.started_empty else int(result.epoch))

@@ -138,10 +138,11 @@ class _Chosen:
 
 
 def _choose(
-    catalog: _Catalog, pointer: str | int | None, options: RestoreOptions, max_epoch: int | None = None
+    catalog: _Catalog, pointer: str | int | None, options: RestoreOptions, max_epoch: int | None = None,
+    checkpoints_first: bool = False,
 ) -> _Chosen | None:
     if pointer is None:
-        return _choose_latest(catalog, options, max_epoch)
+        return _choose_latest(catalog, options, max_epoch, checkpoints_first)
     return _choose_pointer(catalog, pointer, options)
 
 
@@ -169,12 +170,18 @@ def _choose_pointer(catalog: _Catalog, pointer: str | int, options: RestoreOptio
         ) from exc
 
 
-def _choose_latest(catalog: _Catalog, options: RestoreOptions, max_epoch: int | None = None) -> _Chosen | None:
+def _choose_latest(
+    catalog: _Catalog, options: RestoreOptions, max_epoch: int | None = None, checkpoints_first: bool = False
+) -> _Chosen | None:
     retained = catalog.store.all()
     entries = sorted(
         (e for e in retained if max_epoch is None or int(e.metadata.epoch) <= max_epoch),
         key=lambda e: int(e.checkpoint_id), reverse=True,
     )
+    if checkpoints_first and any(not e.is_savepoint for e in entries):
+        # Flink's restart: the latest completed checkpoint; savepoints are restored when named (or when no
+        # checkpoint is retained at all).
+        entries = [e for e in entries if not e.is_savepoint]
     if retained and not entries:
         raise NoRestorableCheckpoint(
             f"No retained checkpoint or savepoint is of epoch {max_epoch} or before "
@@ -365,6 +372,7 @@ def restore_state(
     parallelism: int | None = None,
     allow_non_restored_state: bool = False,
     max_epoch: int | None = None,
+    checkpoints_first: bool = False,
     before_changes: Callable[[str | None], None] | None = None,
     fence: Fence = no_fence,
 ) -> RestoreResult:
@@ -377,6 +385,9 @@ def restore_state(
     ``<working_root>/<stage>/<state>`` (default ``<checkpoints>/shared``).
     ``parallelism``: the parallelism the pipeline will run with (rescale).
     ``max_epoch``: without a pointer, only checkpoints of this epoch or before.
+    ``checkpoints_first``: without a pointer, the latest completed checkpoint even
+    where a savepoint is newer (a savepoint only if no checkpoint is retained);
+    without it the newest of either (a crash's recovery: where the state was).
     ``before_changes``: called once the checkpoint is chosen and checked, before
     anything changes, with the chosen pointer (None: empty state), so that a
     caller can record the restore and redo it after a crash.
@@ -386,7 +397,7 @@ def restore_state(
         raise RescaleError(f"Parallelism must be at least 1, not {parallelism}.", parallelism=parallelism)
     catalog = _Catalog(source)
     options = _options(catalog, targets, working_root, parallelism, allow_non_restored_state)
-    chosen = _choose(catalog, pointer, options, max_epoch)
+    chosen = _choose(catalog, pointer, options, max_epoch, checkpoints_first)
     if before_changes is not None:
         before_changes(None if chosen is None else chosen.pointer)
     if chosen is None:

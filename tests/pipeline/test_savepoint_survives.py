@@ -138,3 +138,22 @@ def test_a_savepoint_alone_restores_with_another_parallelism_and_into_a_new_depl
     assert {r.key: r.value for r in fresh.d.keyed["sum"].values(toy.TOTAL).collect()} == _straight()[0]
     # append sinks of a new deployment start at the savepoint (Flink's way): the rows of epochs 2..3
     assert sorted((r.key, r.n) for r in fresh.d.sinks["log"].read().collect()) == sorted(HOURS[2] + HOURS[3])
+
+
+def test_a_restore_without_a_pointer_takes_the_latest_checkpoint_a_savepoint_only_when_no_checkpoint_is_left(
+    spark, tmp_path, toy_registered
+):
+    runner = _runner(spark, tmp_path)
+    runner.run(to="2026-11-01-01:00")  # checkpoints 1, 2
+    taken = runner.savepoint("keep")  # checkpoint 3, epoch 1: newer than checkpoint 2, the same epoch
+    restored = runner.restore()  # `epochal restore`: as Flink restarts, the latest completed checkpoint
+    assert (restored.checkpoint_id, restored.kind, restored.epoch) == (2, "checkpoint", 1)
+    _lose_all_but_savepoints(tmp_path / "checkpoints")
+
+    lost = _runner(spark, tmp_path)
+    restored = lost.restore()  # no checkpoint is retained: the savepoint, rather than refusing
+    assert (restored.checkpoint_id, restored.kind, restored.epoch, restored.metadata_path) == (
+        3, "savepoint", 1, taken["path"] + "/_metadata"
+    )
+    lost.run(to=LAST)
+    _assert_straight(lost)
