@@ -54,7 +54,9 @@ class StateTtlConfig:
     """Time to live of keyed state, measured on the epoch clock (deterministic on replay).
 
     Expired entries are invisible to reads at once and removed from the table by
-    the next write to that state (Flink's cleanup on write / full snapshot).
+    the next write to that state (Flink's cleanup on write / full snapshot). It is kept
+    per key and namespace: a list or map state expires as a whole and every write renews
+    all of it (Flink keeps it per list element and per map entry).
     """
 
     ttl: timedelta
