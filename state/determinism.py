@@ -150,6 +150,15 @@ class PlanInspector:
         inherited = self._inherited.get(stage, set())
         self.found[(stage, where)] = [f for f in every if f not in inherited]
 
+    def sources(self) -> dict[str, list[str]]:
+        """Per stage (in the order seen) whose own plans introduced a finding: those findings, each once."""
+        by_stage: dict[str, list[str]] = {}
+        for (stage, _), items in self.found.items():
+            for f in items:
+                if str(f) not in by_stage.setdefault(stage, []):
+                    by_stage[stage].append(str(f))
+        return {stage: items for stage, items in by_stage.items() if items}
+
     def warnings(self) -> list[str]:
         """One line per stage and place with findings: ``stage S, output O: expr: why; expr: why``."""
         return [f"stage {stage}, {where}: " + "; ".join(str(f) for f in items)

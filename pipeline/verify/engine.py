@@ -138,7 +138,7 @@ class Verifier:
                         report.scenarios.append(ScenarioResult(rest_name, rest_kind, Outcome.SKIPPED, detail="no straight run"))
                     break
         finally:
-            report.warnings = self.inspector.warnings()
+            report.warnings, report.sources = self.inspector.warnings(), self.inspector.sources()
             if not self.keep:
                 shutil.rmtree(self.workdir, ignore_errors=True)
         return report

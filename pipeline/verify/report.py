@@ -76,6 +76,8 @@ class VerifyReport:
     scenarios: list[ScenarioResult] = field(default_factory=list)
     #: Expressions in what the stages write whose values a re-run need not repeat (not failures).
     warnings: list[str] = field(default_factory=list)
+    #: The stages whose own plans introduced those expressions, each with them (where a difference comes from).
+    sources: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -88,9 +90,14 @@ class VerifyReport:
     def reason(self) -> str:
         """One line: why verification failed."""
         if nd := self.non_deterministic:
-            stages = sorted({d.stage for d in nd if d.stage})
-            return (f"non-deterministic stage {', '.join(stages) or '?'}: two straight runs differ in "
-                    f"{nd[0].describe()}")
+            writers = sorted({d.stage for d in nd if d.stage})
+            if not self.sources:  # nothing in the plans explains it: the stages whose tables differ
+                return (f"non-deterministic stage {', '.join(writers) or '?'}: two straight runs differ in "
+                        f"{nd[0].describe()}")
+            where = "; ".join(f"{stage}: {', '.join(items)}" for stage, items in self.sources.items())
+            shown = f" (written by stage {', '.join(writers)})" if writers and writers != list(self.sources) else ""
+            return (f"non-deterministic stage {', '.join(self.sources)} ({where}): two straight runs differ in "
+                    f"{nd[0].describe()}{shown}")
         failed = [s for s in self.scenarios if not s.passed]
         first = failed[0]
         return f"{len(failed)} scenario(s) failed; {first.name}: {first.summary()}"
@@ -106,6 +113,7 @@ class VerifyReport:
             "non_deterministic": [d.to_dict() for d in self.non_deterministic],
             "scenarios": [s.to_dict() for s in self.scenarios],
             "warnings": list(self.warnings),
+            "warning_stages": dict(self.sources),
         }
 
     def to_json(self) -> str:
@@ -141,7 +149,8 @@ class VerifyReport:
         lines += [f"  note: {s.name}: {s.note}" for s in self.scenarios if s.note]
         if self.warnings:
             lines.append("warnings: these runs agree, but a re-run elsewhere (a cluster, a rescale, other file sizes, "
-                         "a crash's recovery) may not:")
+                         "a crash's recovery) may not:" if self.ok else
+                         "warnings: what the plans hold whose values a re-run need not repeat (where differences come from):")
             lines += [f"  {w}" for w in self.warnings]
         if self.kept and self.workdir:
             lines.append(f"kept: {self.workdir}")

@@ -91,3 +91,26 @@ def test_warnings_of_the_plans_show_under_an_ok_table_and_in_the_json_and_fail_n
     text = report.table()
     assert report.ok and "(read the warnings below)" in text.splitlines()[-3]
     assert text.splitlines()[-1] == f"  {warning}" and json.loads(report.to_json())["warnings"] == [warning]
+
+
+def test_when_the_straight_runs_differ_the_failure_names_the_stage_whose_plan_explains_it_first():
+    """Two straight runs differ in a table of a downstream stage (``activity``), while ``read``'s plan holds
+    ``rand()``: the failure names ``read`` (where it comes from) and then the table and its writer; the
+    warnings under the table no longer say the runs agree."""
+    from epochal.pipeline.verify.compare import TableDiff
+    from epochal.pipeline.verify.report import Outcome, ScenarioResult, VerifyReport
+
+    diff = TableDiff("sink:user_state", "activity", 2, 2)
+    warning = "stage read, output rows: rand(): random"
+    scenarios = [ScenarioResult("straight", "straight", Outcome.REFERENCE),
+                 ScenarioResult("straight again (determinism)", "straight", Outcome.NON_DETERMINISTIC, [diff])]
+    report = VerifyReport("acme.p:build", "a", "b", 3, None, False, scenarios,
+                          warnings=[warning], sources={"read": ["rand(): random"]})
+    assert report.reason() == ("non-deterministic stage read (read: rand(): random): two straight runs differ in "
+                               "sink:user_state: 2 row(s) missing, 2 extra (written by stage activity)")
+    text = report.table()
+    assert f"FAILED: {report.reason()}" in text and "these runs agree" not in text and text.endswith(f"  {warning}")
+    assert json.loads(report.to_json())["warning_stages"] == {"read": ["rand(): random"]}
+    # nothing in the plans explains it (a Python UDF, say): the stage whose table differs, as before
+    report.sources = {}
+    assert report.reason().startswith("non-deterministic stage activity: two straight runs differ in sink:user_state")

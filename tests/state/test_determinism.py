@@ -80,3 +80,6 @@ def test_what_an_upstream_stage_wrote_is_named_at_that_stage_only(events):
         ["stage parse, output events", " current_timestamp()"],
         ["stage totals, output totals", " limit() without orderBy()"],
     ]
+    sources = inspector.sources()  # where a difference downstream comes from: each stage once, with its own
+    assert list(sources) == ["parse", "totals"] and [len(v) for v in sources.values()] == [1, 1]
+    assert sources["parse"][0].startswith("current_timestamp()") and sources["totals"][0].startswith("limit()")
