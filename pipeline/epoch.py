@@ -189,10 +189,11 @@ class EpochTransaction(_CheckpointingTransaction):
                 self._snapshot_stage(stage, self.stores[stage.name])
 
     def _snapshot_stage(self, stage: Stage, store: OperatorStateStore) -> None:
-        if hasattr(stage, "snapshot_state"):
-            checkpoint_id = self.pending.checkpoint_id if self.pending else None
-            stage.snapshot_state(FunctionSnapshotContext(checkpoint_id, self.epoch))
-        store.flush()
+        with self._user_code(stage):  # snapshot_state, and the frames it gave update() computed by the flush
+            if hasattr(stage, "snapshot_state"):
+                checkpoint_id = self.pending.checkpoint_id if self.pending else None
+                stage.snapshot_state(FunctionSnapshotContext(checkpoint_id, self.epoch))
+            store.flush()
         crashpoint("after_state_write", self.epoch)
         if self.pending is not None:
             self._ack_stage(stage, store)
@@ -269,7 +270,8 @@ class EpochTransaction(_CheckpointingTransaction):
         store = self.stores[stage.name] = OperatorStateStore(d.operator[stage.name], d.parallelism)
         ctx = d.context(stage, self.epoch, store)
         if hasattr(stage, "initialize_state"):
-            initialize_function(stage, store, is_restored=self.epoch > 0, keyed=ctx.keyed)
+            with self._user_code(stage):
+                initialize_function(stage, store, is_restored=self.epoch > 0, keyed=ctx.keyed)
         inputs = {ref: self.outputs[ref] for ref in stage.inputs}
         if d.inspector is not None:
             d.inspector.enter(stage.name, stage.inputs)
@@ -291,6 +293,18 @@ class EpochTransaction(_CheckpointingTransaction):
             self.outputs[ref] = frame
             if len(stage.outputs) == 1:
                 self.outputs[stage.name] = frame
+
+    @contextlib.contextmanager
+    def _user_code(self, stage: Stage):
+        """A stage's own hooks (``initialize_state``, ``snapshot_state``): an error names the stage, the epoch and
+        the user's file and line, as one in ``process`` does."""
+        try:
+            yield
+        except EpochalError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user-code boundary
+            partition = self.d.partitioning.key(self.epoch)
+            raise StageError(stage.name, self.epoch, partition, exc, self.d.pipeline.computed_from(stage.inputs)) from exc
 
     def _check_sink_inputs(self, stage: Stage, produced: dict) -> None:
         """Each sink fed by this stage gets the columns it writes: said now, not after the other stages ran."""

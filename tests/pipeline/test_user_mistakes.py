@@ -163,6 +163,37 @@ def test_an_error_in_the_stages_own_code_names_its_file_and_line_in_the_first_li
     assert first_line.endswith(f"test_user_mistakes.py:{line} in process)"), first_line
 
 
+class SnapshotRaises(toy.Sum):
+    def snapshot_state(self, context):
+        if context.epoch == 1:
+            raise RuntimeError(f"cannot snapshot epoch {context.epoch}")
+
+
+class InitializeRaises(toy.Sum):
+    def initialize_state(self, context):
+        raise KeyError("no such list")
+
+
+@pytest.mark.parametrize(("stage_class", "hook", "epoch", "error"), [
+    (SnapshotRaises, "snapshot_state", 1, "RuntimeError: cannot snapshot epoch 1"),
+    (InitializeRaises, "initialize_state", 0, "KeyError: 'no such list'"),
+])
+def test_an_error_in_the_stages_checkpointed_function_hooks_names_the_stage_epoch_file_and_line(
+    spark, tmp_path, toy_registered, stage_class, hook, epoch, error
+):
+    """Found by a probe (2026-12-06): an exception in ``snapshot_state`` failed the run with its bare message."""
+    import inspect
+
+    runner = _runner(spark, tmp_path, stage_class)
+    with pytest.raises(StageError) as raised:
+        runner.run(to="2026-11-01-01:00")
+    first_line = str(raised.value).splitlines()[0]
+    lines, start = inspect.getsourcelines(getattr(stage_class, hook))
+    line = start + next(i for i, text in enumerate(lines) if "raise" in text)
+    assert first_line.startswith(f"stage 'sum' failed at epoch {epoch} (partition 2026-11-01-0{epoch}:00): {error} (at ")
+    assert first_line.endswith(f"{Path(__file__).name}:{line} in {hook})"), first_line
+    assert runner.d.progress.load().in_progress == epoch, "the epoch stays in progress: the next run restores"
+
 class UsesUndeclared(toy.Sum):
     """Reads and writes a keyed state it does not list in ``keyed_state`` (found by a probe, 2026-12-04)."""
 
