@@ -360,16 +360,32 @@ def cmd_state(args) -> Any:
         if handle is None:
             raise _no_state(d.pipeline, args.stage, args.state, f"in checkpoint {args.checkpoint}")
         path, version = resolve_handle_path(handle, checkpoint.metadata_path), handle.version
+        source = {"checkpoint": int(checkpoint.checkpoint_id), "epoch": int(checkpoint.metadata.epoch), "version": version}
     else:
         path, version = to_spark(d.storage.shared_dir(args.stage, args.state)), None
         if not delta_io.is_delta_table(path):
             raise _no_state(d.pipeline, args.stage, args.state, f"at {path}")
+        source = _working_table_source(d)
     if delta_rs_reaches(path):
         rows = read_rows(path, version, args.limit)
     else:
         df = delta_io.read_version(d.spark, path, version)
         rows = [r.asDict(recursive=True) for r in (df.limit(args.limit) if args.limit else df).toLocalIterator()]
-    return {"stage": args.stage, "state": args.state, "rows": rows}
+    return {"stage": args.stage, "state": args.state, "read": source, "rows": rows}
+
+
+def _working_table_source(d) -> dict[str, Any]:
+    """What the working table holds: the state after the last finished epoch, or after a run that died also the
+    writes of the epoch it left (not checkpointed: the next run restores the latest checkpoint and redoes it)."""
+    progress = d.progress.load()
+    source: dict[str, Any] = {"checkpoint": None, "epoch": progress.last_done_epoch}
+    if not progress.clean:
+        what = "a restore" if progress.restoring is not None else f"epoch {progress.in_progress}"
+        source["unfinished"] = (
+            f"the last run did not finish {what}: "
+            "this table may hold writes no checkpoint completed, which the next run or restore rolls back "
+            "(--checkpoint ID reads a completed checkpoint)")
+    return source
 
 
 def _no_state(pipeline, stage: str, state: str, where: str) -> CliError:

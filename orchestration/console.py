@@ -167,6 +167,13 @@ def state_rows(document: dict[str, Any]) -> str:
     """``epochal state read``: the rows of one state table."""
     rows = document["rows"]
     title = f"{document['stage']}/{document['state']}: {len(rows)} row{'' if len(rows) == 1 else 's'}"
+    read = document.get("read") or {}
+    if read.get("checkpoint") is not None:
+        title += f" (checkpoint {read['checkpoint']}, epoch {read['epoch']}, table version {read['version']})"
+    elif read:
+        title += " (the working table" + ("" if read.get("epoch") is None else f", after epoch {read['epoch']}") + ")"
+    if read.get("unfinished"):
+        title += f"\nnote: {read['unfinished']}"
     if not rows:
         return title
     headers = list(dict.fromkeys(k for row in rows for k in row))

@@ -49,6 +49,10 @@ def test_state_rows_come_as_a_table_whose_long_values_are_cut():
     assert a.startswith("a    {\"items\": [0, 1,") and a.endswith("...") and len(a.split(None, 1)[1]) == console.CELL
     assert b.split() == ["b", "-"]
     assert console.state_rows({"stage": "s", "state": "m", "rows": []}) == "s/m: 0 rows"
+    working = {"stage": "s", "state": "m", "rows": [], "read": {"checkpoint": None, "epoch": 4, "unfinished": "the last run ..."}}
+    assert console.state_rows(working) == "s/m: 0 rows (the working table, after epoch 4)\nnote: the last run ..."
+    at = {"stage": "s", "state": "m", "rows": [], "read": {"checkpoint": 7, "epoch": 3, "version": 5}}
+    assert console.state_rows(at) == "s/m: 0 rows (checkpoint 7, epoch 3, table version 5)"
 
 
 @pytest.mark.parametrize("n, text", [(None, "-"), (812, "812 B"), (4400, "4.3 KiB"), (1174183, "1.1 MiB"), (3 * 1024**4, "3.0 TiB")])

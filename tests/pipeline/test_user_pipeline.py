@@ -132,6 +132,18 @@ def test_after_a_kill_between_the_sink_write_and_the_checkpoint_the_sink_is_rewo
                             capture_output=True, text=True, timeout=900, cwd=project, env=env)
     assert killed.returncode == -9, killed.stderr[-3000:]
     assert _sink(spark, project) == {"a": 111, "b": 7}  # written, not yet checkpointed
+    # `epochal state read` (no JVM: delta-rs) says the working table may hold epoch 2's uncheckpointed writes
+    no_jvm = {**env, "EPOCHAL_CRASH_AT": "", "JAVA_HOME": "/nonexistent-java"}
+    read = subprocess.run([epochal, "state", "read", "sum", "total", "--json", "--config", str(project / "epochal.yaml")],
+                          capture_output=True, text=True, timeout=300, cwd=project, env=no_jvm)
+    assert read.returncode == 0, read.stderr[-3000:]
+    document = json.loads(read.stdout)
+    assert {r["key"]: r["value"] for r in document["rows"]} == {"a": 111, "b": 7}, "epoch 2's writes are there"
+    assert (document["read"]["checkpoint"], document["read"]["epoch"]) == (None, 1)
+    assert document["read"]["unfinished"].startswith("the last run did not finish epoch 2: "), document["read"]
+    at = subprocess.run([epochal, "state", "read", "sum", "total", "--checkpoint", "2", "--config",
+                         str(project / "epochal.yaml")], capture_output=True, text=True, timeout=300, cwd=project, env=no_jvm)
+    assert at.returncode == 0 and at.stdout.startswith("sum/total: 2 rows (checkpoint 2, epoch 1, table version "), at
 
     runner = EpochRunner(build_deployment(load_settings(project / "epochal.yaml"), spark))
     report = runner.run(to=LAST)
