@@ -178,10 +178,8 @@ def _choose_latest(
         (e for e in retained if max_epoch is None or int(e.metadata.epoch) <= max_epoch),
         key=lambda e: int(e.checkpoint_id), reverse=True,
     )
-    if checkpoints_first and any(not e.is_savepoint for e in entries):
-        # Flink's restart: the latest completed checkpoint; savepoints are restored when named (or when no
-        # checkpoint is retained at all).
-        entries = [e for e in entries if not e.is_savepoint]
+    if checkpoints_first:  # Flink's restart: the latest completed checkpoint; savepoints only when none is usable
+        entries.sort(key=lambda e: e.is_savepoint)  # stable: each kind stays newest first
     if retained and not entries:
         raise NoRestorableCheckpoint(
             f"No retained checkpoint or savepoint is of epoch {max_epoch} or before "
@@ -386,8 +384,9 @@ def restore_state(
     ``parallelism``: the parallelism the pipeline will run with (rescale).
     ``max_epoch``: without a pointer, only checkpoints of this epoch or before.
     ``checkpoints_first``: without a pointer, the latest completed checkpoint even
-    where a savepoint is newer (a savepoint only if no checkpoint is retained);
-    without it the newest of either (a crash's recovery: where the state was).
+    where a savepoint is newer (the newest savepoint only if no checkpoint is
+    retained or usable); without it the newest of either (a crash's recovery:
+    where the state was).
     ``before_changes``: called once the checkpoint is chosen and checked, before
     anything changes, with the chosen pointer (None: empty state), so that a
     caller can record the restore and redo it after a crash.

@@ -20,6 +20,7 @@ from epochal.config import load_settings
 from epochal.pipeline.registry import PIPELINES, build_deployment
 from epochal.pipeline.runner import EpochRunner
 from epochal.state.checkpoint import CheckpointKind
+from epochal.state.errors import RestoreFallbackWarning
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -148,6 +149,12 @@ def test_a_restore_without_a_pointer_takes_the_latest_checkpoint_a_savepoint_onl
     taken = runner.savepoint("keep")  # checkpoint 3, epoch 1: newer than checkpoint 2, the same epoch
     restored = runner.restore()  # `epochal restore`: as Flink restarts, the latest completed checkpoint
     assert (restored.checkpoint_id, restored.kind, restored.epoch) == (2, "checkpoint", 1)
+    for metadata in (tmp_path / "checkpoints").glob("chk-*/_metadata"):  # every checkpoint unusable: the savepoint
+        metadata.write_text("{not json")
+    with pytest.warns(RestoreFallbackWarning):
+        restored = runner.restore()
+    assert (restored.checkpoint_id, restored.kind) == (3, "savepoint")
+    assert [s["checkpoint_id"] for s in restored.skipped] == [2, 1], restored.skipped
     _lose_all_but_savepoints(tmp_path / "checkpoints")
 
     lost = _runner(spark, tmp_path)
