@@ -173,10 +173,21 @@ def run_input_bytes(sources: Sequence[Any], infos: Sequence[EpochInfo]) -> int |
     return total
 
 
-def batch_from_position(name: str, position: dict[str, Any]) -> SourceBatch:
-    """Rebuild a recorded plan."""
-    position = {k: v for k, v in position.items() if k != "fingerprints"}
-    return SourceBatch(name=name, partition=position["partition"], files=tuple(position.get("files", [])), position=position)
+# The recorded plan is the source's position plus these keys of epochal's own: the batch's partition and files
+# (a source's position need not hold them) and each planned file's fingerprint.
+_BATCH, _FINGERPRINTS = "epochal_batch", "fingerprints"
+
+
+def _planned(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The batch's partition and files as recorded (from the position itself in plans recorded before 2026-12-06)."""
+    return recorded.get(_BATCH) or {k: recorded[k] for k in ("partition", "files") if k in recorded}
+
+
+def batch_from_position(name: str, recorded: dict[str, Any]) -> SourceBatch:
+    """Rebuild a recorded plan: the batch the source planned, its position as the source gave it."""
+    planned = _planned(recorded)
+    position = {k: v for k, v in recorded.items() if k not in (_BATCH, _FINGERPRINTS)}
+    return SourceBatch(name=name, partition=planned.get("partition"), files=tuple(planned.get("files", [])), position=position)
 
 
 def fingerprint(path: str) -> dict[str, Any] | None:
@@ -199,7 +210,8 @@ def fingerprint(path: str) -> dict[str, Any] | None:
 
 def record_fingerprints(batch: SourceBatch) -> dict[str, Any]:
     """The plan to record: the source's position plus, per planned file, its :func:`fingerprint`."""
-    return {**batch.position, "fingerprints": {f: fingerprint(f) for f in batch.files}}
+    return {**batch.position, _BATCH: {"partition": batch.partition, "files": list(batch.files)},
+            _FINGERPRINTS: {f: fingerprint(f) for f in batch.files}}
 
 
 def planned_bytes(recorded: dict[str, Any]) -> int | None:
@@ -207,25 +219,25 @@ def planned_bytes(recorded: dict[str, Any]) -> int | None:
     makes or reads from elsewhere), a plan recorded without fingerprints, a file without a size.
 
     A file source's plan records its ``files`` (an empty hour: none, 0 bytes)."""
-    files = recorded.get("files")
-    prints = recorded.get("fingerprints")
+    files = _planned(recorded).get("files")
+    prints = recorded.get(_FINGERPRINTS)
     if files is None or prints is None or set(files) - set(prints):
         return None
     sizes = [(prints[f] or {}).get("size") for f in files]
     return None if None in sizes else sum(int(s) for s in sizes)
 
 
-def check_unchanged(name: str, position: dict[str, Any], *, epoch: int) -> None:
+def check_unchanged(name: str, position: dict[str, Any], *, epoch: int, partition: str) -> None:
     """Refuse to replay an epoch whose planned input changed since the plan was recorded.
 
     A replay (after a crash or a restore) must read what the epoch read the first time; plans
-    recorded before fingerprints existed are not checked.
+    recorded before fingerprints existed are not checked. ``partition``: the epoch's key (what a backfill takes).
     """
-    for path, recorded in (position.get("fingerprints") or {}).items():
+    for path, recorded in (position.get(_FINGERPRINTS) or {}).items():
         now = fingerprint(path)
         if now != recorded:
             what = "is gone" if now is None else f"changed (recorded {recorded}, now {now})"
-            raise InputChangedError(name, epoch, position.get("partition"), path, what)
+            raise InputChangedError(name, epoch, partition, path, what)
 
 
 def source_names(sources: Sequence[Source]) -> list[str]:

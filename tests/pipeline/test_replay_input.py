@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import fsspec
 import pytest
 import yaml
 
 import tests.support.toy_pipeline as toy
+from epochal import Pipeline
 from epochal.config import load_settings
 from epochal.pipeline.errors import InputChangedError
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
-from epochal.pipeline.sources import SourceBatch, check_unchanged, fingerprint, record_fingerprints
+from epochal.pipeline.sources import (SourceBatch, batch_from_position, check_unchanged, fingerprint, planned_bytes,
+                                      record_fingerprints)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -24,16 +27,29 @@ def test_a_recorded_plan_names_each_file_with_its_size_and_modification_time(tmp
     path.write_text('{"key": "a", "n": 1}\n')
     recorded = record_fingerprints(SourceBatch("landing", "p", (str(path),), {"partition": "p", "files": [str(path)]}))
     assert recorded["fingerprints"] == {str(path): {"size": path.stat().st_size, "mtime": path.stat().st_mtime}}
-    check_unchanged("landing", json.loads(json.dumps(recorded)), epoch=3)  # a JSON round trip keeps it equal
+    check_unchanged("landing", json.loads(json.dumps(recorded)), epoch=3, partition="p")  # a JSON round trip keeps it equal
 
     os.utime(path, (path.stat().st_atime, path.stat().st_mtime + 5))  # same bytes, touched
     with pytest.raises(InputChangedError, match=r"epoch 3 \(partition p\).*a\.jsonl changed"):
-        check_unchanged("landing", recorded, epoch=3)
+        check_unchanged("landing", recorded, epoch=3, partition="p")
     path.unlink()
     with pytest.raises(InputChangedError, match=r"a\.jsonl is gone") as caught:
-        check_unchanged("landing", recorded, epoch=3)
-    assert caught.value.path == str(path) and "backfill" in caught.value.action
-    check_unchanged("landing", {"partition": "p", "files": [str(path)]}, epoch=3)  # plans without fingerprints
+        check_unchanged("landing", recorded, epoch=3, partition="p")
+    assert caught.value.path == str(path) and "`epochal run --from p --to ...`" in caught.value.action
+    check_unchanged("landing", {"partition": "p", "files": [str(path)]}, epoch=3, partition="p")  # no fingerprints
+
+
+def test_a_plan_is_rebuilt_with_its_partition_and_files_whatever_the_sources_position_holds(tmp_path):
+    """A user's own source keeps what it likes in its position (found by a probe, 2026-12-06: a replay of a
+    source whose position held neither ``partition`` nor ``files`` failed, or would have read nothing)."""
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"key": "a", "n": 1}\n')
+    batch = SourceBatch("orders", "2026-11-04", (str(path),), {"day": "2026-11-04", "cursor": 17})
+    recorded = json.loads(json.dumps(record_fingerprints(batch)))
+    assert batch_from_position("orders", recorded) == batch, "partition, files and the source's own position"
+    assert planned_bytes(recorded) == path.stat().st_size
+    old = {"partition": "p", "files": [str(path)]}  # a plan recorded before 2026-12-06: the hourly source's position
+    assert batch_from_position("landing", old) == SourceBatch("landing", "p", (str(path),), old)
 
 
 def test_an_object_store_file_is_named_by_its_etag(s3_server, monkeypatch):
@@ -115,3 +131,45 @@ def test_sinks_keep_delta_defaults_and_a_restore_after_vacuum_rewinds_by_content
     runner.run(to="2026-11-01-02:00")
     assert {r.key: r.total for r in sinks["totals"].read().collect()} == {"a": 11, "b": 7}
     assert sinks["log"].read().count() == 4
+
+
+class FolderOfTheHour:
+    """A user's own source (the ``Source`` protocol): its position is the folder it read, not the files."""
+
+    name = "landing"
+
+    def __init__(self, landing) -> None:
+        self.landing = Path(landing)
+
+    def plan(self, info):
+        folder = self.landing / f"dt={info.window_start:%Y-%m-%d}" / f"hour={info.window_start:%H}"
+        return SourceBatch(self.name, info.partition, tuple(sorted(str(p) for p in folder.glob("*.jsonl"))),
+                           {"folder": str(folder)})
+
+
+def test_a_replay_of_a_users_own_source_reads_its_recorded_files(spark, tmp_path, toy_registered, monkeypatch):
+    from epochal.pipeline.registry import PIPELINES
+
+    toy_build = PIPELINES["toy"]
+
+    def build(settings):
+        shipped = toy_build(settings)
+        return Pipeline("toy", [FolderOfTheHour(settings.landing)], shipped.stages, shipped.sinks, shipped.max_parallelism)
+
+    monkeypatch.setitem(PIPELINES, "toy", build)
+    landing = tmp_path / "landing"
+    for hour, rows in enumerate([[("a", 1)], [("a", 10), ("b", 2)], [("b", 5)]]):
+        toy.write_hour(landing, hour, rows)
+    runner = _runner(spark, tmp_path)
+    runner.run(to="2026-11-01-01:00")
+    runner.restore(runner.d.coordinator.store.latest().checkpoint_id - 1)  # epoch 1 is replayed from its plan
+    report = runner.run(to="2026-11-01-02:00")
+    assert [e.epoch for e in report.epochs] == [1, 2]
+    assert {r.key: r.total for r in runner.d.sinks["totals"].read().collect()} == {"a": 11, "b": 7}
+    assert runner.d.sinks["log"].read().count() == 4, "the replay read its recorded files, once"
+
+    runner.restore(runner.d.coordinator.store.latest().checkpoint_id - 1)  # epoch 2 is replayed: its file was rewritten
+    toy.write_hour(landing, 2, [("b", 5), ("c", 1)])
+    with pytest.raises(InputChangedError) as caught:
+        runner.run(to="2026-11-01-02:00")
+    assert caught.value.partition == "2026-11-01-02:00" and "`epochal run --from 2026-11-01-02:00 --to ...`" in caught.value.action
