@@ -117,7 +117,7 @@ class EpochRunner:
         that run in order (a Dagster backfill runs one partition per run).
         """
         if (failure := self.d.coordinator.pipeline_failure) is not None:
-            raise PipelineFailedError(str(failure))
+            raise PipelineFailedError(failure.summary)
         self._check_range(from_, to, now)  # refused before any work or JVM
         self._check_states(from_)
         self.expect_run(to=to, now=now, from_=from_)
@@ -153,7 +153,7 @@ class EpochRunner:
             if (failure := self.d.coordinator.pipeline_failure) is not None:  # past the tolerable failures: stop
                 raise PipelineFailedError(
                     f"checkpoint {done.checkpoint_id} {done.checkpoint_status}"
-                    f"{f' ({done.checkpoint_detail})' if done.checkpoint_detail else ''}; {failure}",
+                    f"{f' ({done.checkpoint_detail})' if done.checkpoint_detail else ''}; {failure.summary}",
                     epoch=epoch, partition=done.partition, report=report,
                 )
         if ends_announced:

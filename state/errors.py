@@ -105,11 +105,12 @@ class PipelineFailed(CheckpointError):
         self.failures = failures
         self.tolerable_failures = tolerable_failures
         reasons = "; ".join(f.describe() for f in failures) or "no reason recorded"
+        #: Why, without "The pipeline failed" (what a caller that says it itself adds).
+        self.summary = f"{len(failures)} consecutive checkpoint failures (tolerable: {tolerable_failures}): {reasons}"
         super().__init__(
-            f"The pipeline failed: {len(failures)} consecutive checkpoint failures "
-            f"(tolerable: {tolerable_failures}): {reasons}.",
-            action="fix the cause, then reset the failure state (CheckpointFailureManager.reset) "
-            "and restore the latest completed checkpoint.",
+            f"The pipeline failed: {self.summary}.",
+            action="fix the cause, then restore the latest completed checkpoint (`epochal restore`, which clears "
+            "the failure) or clear it alone (`epochal checkpoints reset-failures`)",
             tolerable_failures=tolerable_failures,
         )
 

@@ -57,10 +57,14 @@ def test_the_run_stops_non_zero_at_the_failed_checkpoint_and_runs_on_once_cleare
     assert "CHECKPOINT_EXPIRED" in document["failed"]["reason"]
     (line,) = [x for x in failed.stderr.splitlines() if x.startswith("epochal: run failed:")]
     assert "epoch 0" in line and "CHECKPOINT_EXPIRED" in line and "reset-failures" in line
+    # said once, with one way out a user can take (found by a probe, 2026-12-06: both were said twice)
+    assert line.lower().count("the pipeline failed") == 1 and line.count("fix the cause") == 1, line
+    assert "CheckpointFailureManager" not in line
 
     runner = EpochRunner(build_deployment(load_settings(_configure(project)), spark))  # the cause fixed
-    with pytest.raises(PipelineFailedError, match="the pipeline failed: .*CHECKPOINT_EXPIRED"):
+    with pytest.raises(PipelineFailedError, match="the pipeline failed: .*CHECKPOINT_EXPIRED") as refused:
         runner.run(to=LAST)  # refused until cleared: no epoch ran
+    assert str(refused.value).lower().count("the pipeline failed") == 1 and str(refused.value).count("Operator action") == 1
     assert runner.d.progress.load().last_done_epoch == 0
 
     reset = _cli(project, "checkpoints", "reset-failures")
