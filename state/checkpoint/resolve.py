@@ -76,7 +76,9 @@ class CheckpointResolver:
         entry = self._store.get(checkpoint_id)
         if entry is None:
             known = [int(i) for i in self._store.known_ids()]
-            why = (f"no checkpoint {checkpoint_id} was completed yet (the newest is {max(known)})"
+            retained = [int(e.checkpoint_id) for e in self._store.all()]  # a rewind drops the newest: not "the newest"
+            newest = f"the newest retained is {max(retained)}" if retained else "none is retained"
+            why = (f"no checkpoint {checkpoint_id} was completed yet ({newest})"
                    if known and checkpoint_id > max(known) else
                    "it failed, its completion was interrupted, or it was released long ago and the store forgot it "
                    "(it remembers the last released ones)" if known else "it was never completed (the store holds none)")

@@ -93,7 +93,7 @@ def test_crash_at_each_completion_step(durable: Durable, monkeypatch, step: str,
     restarted = durable.coordinator()
     if not committed:
         with pytest.raises(CheckpointNotFound, match=r"Checkpoint 2 .* is not in the completed-checkpoint store: no "
-                                                      r"checkpoint 2 was completed yet \(the newest is 1\)"):
+                                                      r"checkpoint 2 was completed yet \(the newest retained is 1\)"):
             restarted.resolve(2)
     restored = restarted.restore()
     assert restored.checkpoint_id == (2 if committed else 1)

@@ -325,7 +325,7 @@ def test_restore_picks_latest_or_pointer(h: Harness) -> None:
     with pytest.raises(CheckpointNotFound, match=r"Checkpoint 1 \(.*chk-1/_metadata\) is subsumed: it is no longer retained"):
         h.coordinator.restore(1)
     with pytest.raises(CheckpointNotFound, match=r"Checkpoint 9 \(.*chk-9/_metadata\) is not in the completed-checkpoint store: "
-                                                 r"no checkpoint 9 was completed yet \(the newest is 3\)"):
+                                                 r"no checkpoint 9 was completed yet \(the newest retained is 3\)"):
         h.coordinator.restore(9)
 
 
