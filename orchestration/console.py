@@ -152,6 +152,8 @@ def restore(document: dict[str, Any]) -> str:
         lines.append(f"  skipped: {_cell(skipped)}")
     for migrated in r.get("migrated") or []:
         lines.append(f"  migrated {migrated} (added, null in the restored rows)")
+    for dropped in r.get("dropped") or []:
+        lines.append(f"  dropped {dropped} (no stage declares it: --allow-non-restored-state)")
     if r.get("sinks_by_version"):
         lines.append(f"  sinks back to their recorded versions: {', '.join(r['sinks_by_version'])}")
     if r.get("sinks_by_content"):

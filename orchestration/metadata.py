@@ -113,4 +113,6 @@ def restore_metadata(result: Restored, action: str) -> dict[str, Any]:
         meta["sinks_restored_to_version"] = dg.MetadataValue.text(", ".join(result.sinks_by_version))
     if result.migrated:
         meta["migrated"] = dg.MetadataValue.text("; ".join(result.migrated))
+    if result.dropped:
+        meta["dropped"] = dg.MetadataValue.text(", ".join(result.dropped))
     return meta

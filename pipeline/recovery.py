@@ -50,6 +50,8 @@ class Restored:
     sink_gap: str | None = None
     #: States whose schema the restore migrated: ``stage/state: the columns added``.
     migrated: tuple[str, ...] = ()
+    #: States of the snapshot that no stage declares any more, dropped (``--allow-non-restored-state``).
+    dropped: tuple[str, ...] = ()
 
     @property
     def started_empty(self) -> bool:
@@ -161,6 +163,7 @@ class Recovery:
             sinks_by_content=tuple(by_content),
             sink_gap=gap,
             migrated=tuple(f"{st.key}: {', '.join(st.migrated_columns)}" for st in result.states if st.migrated_columns),
+            dropped=tuple(result.not_restored),
         )
 
     def targets(self):

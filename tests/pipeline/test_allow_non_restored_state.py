@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from epochal.config import load_settings
+from epochal.orchestration import console
 from epochal.orchestration.cli import build_parser
 from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.registry import build_deployment
@@ -111,7 +112,8 @@ def test_a_removed_stage_is_refused_unless_its_state_may_be_dropped(spark, proje
     with pytest.raises(UnclaimedStateError, match="counts/count"):
         new.restore(savepoint)
     restored = new.restore(savepoint, allow_non_restored_state=True)
-    assert restored.epoch == 1
+    assert restored.epoch == 1 and restored.dropped == ("counts/count",), "the restore names what it dropped"
+    assert "  dropped counts/count (no stage declares it: --allow-non-restored-state)" in console.restore(restored.to_dict())
     stage = next(s for s in new.d.pipeline.stages if s.name == "sum")
     assert {r.key: r.value for r in new.d.keyed["sum"].values(stage.total).collect()} == {"a": 11, "b": 2}
 
