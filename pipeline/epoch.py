@@ -257,8 +257,9 @@ class EpochTransaction(_CheckpointingTransaction):
         path = self.d.plan_path(source.name, self.epoch)
         if not self.replan and storage.exists(path):
             position = json.loads(storage.read(path))
-            check_unchanged(source.name, position, epoch=self.epoch, partition=self.d.partitioning.key(self.epoch))
-            return batch_from_position(source.name, position), planned_bytes(position)
+            key = self.d.partitioning.key(self.epoch)
+            check_unchanged(source.name, position, epoch=self.epoch, partition=key)
+            return batch_from_position(source.name, position, key), planned_bytes(position)
         batch = source.plan(self.d.partitioning.info(self.epoch))
         recorded = record_fingerprints(batch)
         self.d.fence(f"record the plan of source {source.name} for epoch {self.epoch}")

@@ -20,9 +20,10 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 
+from epochal.errors import EpochalError
 from epochal.pipeline.deployment import Deployment, declared_states
 from epochal.pipeline.epoch import EpochTransaction
-from epochal.pipeline.errors import PipelineError, PipelineFailedError
+from epochal.pipeline.errors import PipelineError, PipelineFailedError, SourceNotFoundError
 from epochal.pipeline.lease import leased
 from epochal.pipeline.partitions import PartitionKeyError
 from epochal.pipeline.progress import Progress
@@ -270,7 +271,14 @@ class EpochRunner:
             return
         for source in self.d.pipeline.sources:
             if callable(check := getattr(source, "check", None)):
-                check()  # a landing folder that does not exist: no JVM, nothing touched
+                try:
+                    check()  # a landing folder that does not exist: no JVM, nothing touched
+                except EpochalError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a user's own source: say which, and what it raised
+                    raise SourceNotFoundError(f"source {source.name!r}: its check() failed: {type(exc).__name__}: {exc}",
+                                              action="fix the source's input or its configuration, then run again",
+                                              source=source.name) from exc
         if not spark.expected:
             try:
                 position = self.d.progress.load().last_done_epoch

@@ -179,15 +179,24 @@ _BATCH, _FINGERPRINTS = "epochal_batch", "fingerprints"
 
 
 def _planned(recorded: dict[str, Any]) -> dict[str, Any]:
-    """The batch's partition and files as recorded (from the position itself in plans recorded before 2026-12-06)."""
-    return recorded.get(_BATCH) or {k: recorded[k] for k in ("partition", "files") if k in recorded}
+    """The batch's partition and files as recorded. A plan recorded before 2026-12-06 holds them only where the
+    source's position did (``HourlyFolderSource``'s does); otherwise its files are the ones it fingerprinted (each
+    planned file was, by name: in sorted order, which the JSON kept)."""
+    if _BATCH in recorded:
+        return recorded[_BATCH]
+    planned = {k: recorded[k] for k in ("partition", "files") if k in recorded}
+    if "files" not in planned and recorded.get(_FINGERPRINTS):
+        planned["files"] = list(recorded[_FINGERPRINTS])
+    return planned
 
 
-def batch_from_position(name: str, recorded: dict[str, Any]) -> SourceBatch:
-    """Rebuild a recorded plan: the batch the source planned, its position as the source gave it."""
+def batch_from_position(name: str, recorded: dict[str, Any], partition: str | None = None) -> SourceBatch:
+    """Rebuild a recorded plan: the batch the source planned, its position as the source gave it (``partition``,
+    the epoch's key, where an older plan did not record the batch's)."""
     planned = _planned(recorded)
     position = {k: v for k, v in recorded.items() if k not in (_BATCH, _FINGERPRINTS)}
-    return SourceBatch(name=name, partition=planned.get("partition"), files=tuple(planned.get("files", [])), position=position)
+    return SourceBatch(name=name, partition=planned.get("partition", partition), files=tuple(planned.get("files", [])),
+                       position=position)
 
 
 def fingerprint(path: str) -> dict[str, Any] | None:

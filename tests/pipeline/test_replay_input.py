@@ -50,6 +50,13 @@ def test_a_plan_is_rebuilt_with_its_partition_and_files_whatever_the_sources_pos
     assert planned_bytes(recorded) == path.stat().st_size
     old = {"partition": "p", "files": [str(path)]}  # a plan recorded before 2026-12-06: the hourly source's position
     assert batch_from_position("landing", old) == SourceBatch("landing", "p", (str(path),), old)
+    # ... and a user's source's position without them (a probe found it replayed with no input): its fingerprinted
+    # files, sorted as the JSON kept them, and the epoch's key
+    other = tmp_path / "0.jsonl"
+    other.write_text("")
+    fingerprinted = {"day": "d", "fingerprints": {str(path): fingerprint(str(path)), str(other): fingerprint(str(other))}}
+    assert batch_from_position("orders", json.loads(json.dumps(fingerprinted, sort_keys=True)), "2026-11-04") == SourceBatch(
+        "orders", "2026-11-04", (str(other), str(path)), {"day": "d"})
 
 
 def test_an_object_store_file_is_named_by_its_etag(s3_server, monkeypatch):
@@ -173,3 +180,51 @@ def test_a_replay_of_a_users_own_source_reads_its_recorded_files(spark, tmp_path
     with pytest.raises(InputChangedError) as caught:
         runner.run(to="2026-11-01-02:00")
     assert caught.value.partition == "2026-11-01-02:00" and "`epochal run --from 2026-11-01-02:00 --to ...`" in caught.value.action
+
+
+CHECKED = """
+from pyspark.sql import types as T
+
+from epochal import Pipeline, SinkMode, SinkSpec, SourceBatch
+
+ROWS = T.StructType([T.StructField("key", T.StringType())])
+
+
+class Orders:
+    name = "orders"
+
+    def check(self):
+        raise FileNotFoundError("/nonexistent/orders")
+
+    def plan(self, info):
+        return SourceBatch(self.name, info.partition, (), {})
+
+
+class Keys:
+    name, inputs, outputs, keyed_state, operator_state = "keys", ("orders",), ("rows",), (), ()
+
+    def process(self, ctx, inputs):
+        return {"rows": ctx.spark.createDataFrame([], ROWS)}
+
+
+def build(settings):
+    return Pipeline("checked", [Orders()], [Keys()], [SinkSpec("rows", "keys.rows", SinkMode.APPEND, ROWS)])
+"""
+
+
+def test_a_users_own_source_whose_check_raises_is_named_before_spark_starts(tmp_path, monkeypatch):
+    """Found by a probe (2026-12-06): a source's own ``check()`` failure was printed bare."""
+    import subprocess
+    import sys
+
+    from tests.support.user_package import on_import_path
+
+    with on_import_path(tmp_path / "site", "acme", {"checked": CHECKED}, monkeypatch):
+        config = {"pipeline": "acme.checked:build", "partitions": {"start": "2026-11-01T00:00:00Z"}}
+        (tmp_path / "epochal.yaml").write_text(yaml.safe_dump(config))
+        no_jvm = {**os.environ, "JAVA_HOME": "/nonexistent-java"}
+        done = subprocess.run([str(Path(sys.executable).with_name("epochal")), "run", "--to", "2026-11-01-00:00",
+                               "--config", str(tmp_path / "epochal.yaml")], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path, env=no_jvm)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "epochal: error: source 'orders': its check() failed: FileNotFoundError: /nonexistent/orders" in done.stderr
