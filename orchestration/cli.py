@@ -346,57 +346,10 @@ def _reads_as_checkpoint(text: str) -> bool:
 
 
 def cmd_state(args) -> Any:
-    """The rows of a state table (the working table, or its version in ``--checkpoint``). A table on a local
-    or S3 location is read by delta-rs in this process: no JVM starts; elsewhere Spark reads it."""
-    from epochal.state.delta import io as delta_io
-    from epochal.state.delta.paths import resolve_handle_path, to_spark
-    from epochal.state.delta.objectstore import delta_rs_reaches
-    from epochal.state.delta.rows import read_rows
+    """The rows of a state table (:func:`epochal.orchestration.state_read.read_state`)."""
+    from epochal.orchestration.state_read import read_state
 
-    d = _runner(_settings(args), lazy=True).d
-    if args.checkpoint:
-        checkpoint = d.coordinator.resolve(args.checkpoint)
-        handle = checkpoint.metadata.handle(args.stage, args.state)
-        if handle is None:
-            raise _no_state(d.pipeline, args.stage, args.state, f"in checkpoint {args.checkpoint}")
-        path, version = resolve_handle_path(handle, checkpoint.metadata_path), handle.version
-        source = {"checkpoint": int(checkpoint.checkpoint_id), "epoch": int(checkpoint.metadata.epoch), "version": version}
-    else:
-        path, version = to_spark(d.storage.shared_dir(args.stage, args.state)), None
-        if not delta_io.is_delta_table(path):
-            raise _no_state(d.pipeline, args.stage, args.state, f"at {path}")
-        source = _working_table_source(d)
-    if delta_rs_reaches(path):
-        rows = read_rows(path, version, args.limit)
-    else:
-        df = delta_io.read_version(d.spark, path, version)
-        rows = [r.asDict(recursive=True) for r in (df.limit(args.limit) if args.limit else df).toLocalIterator()]
-    return {"stage": args.stage, "state": args.state, "read": source, "rows": rows}
-
-
-def _working_table_source(d) -> dict[str, Any]:
-    """What the working table holds: the state after the last finished epoch, or after a run that died also the
-    writes of the epoch it left (not checkpointed: the next run restores the latest checkpoint and redoes it)."""
-    progress = d.progress.load()
-    source: dict[str, Any] = {"checkpoint": None, "epoch": progress.last_done_epoch}
-    if not progress.clean:
-        what = "a restore" if progress.restoring is not None else f"epoch {progress.in_progress}"
-        source["unfinished"] = (
-            f"the last run did not finish {what}: "
-            "this table may hold writes no checkpoint completed, which the next run or restore rolls back "
-            "(--checkpoint ID reads a completed checkpoint)")
-    return source
-
-
-def _no_state(pipeline, stage: str, state: str, where: str) -> CliError:
-    """No table for ``stage/state`` ``where``: the error says which states the pipeline declares (one kept by a
-    removed stage is still read while its table is there)."""
-    declared = {s.name: [d.name for d in (*s.keyed_state, *s.operator_state)] for s in pipeline.ordered_stages}
-    if stage not in declared:
-        with_state = ", ".join(f"{n} ({', '.join(v)})" for n, v in declared.items() if v)
-        return CliError(f"no state {stage}/{state} {where}, and pipeline {pipeline.name!r} has no stage {stage!r}; "
-                        f"its stages with state: {with_state or 'none'}")
-    return CliError(f"no state {stage}/{state} {where}; stage {stage!r} declares: {', '.join(declared[stage]) or 'no state'}")
+    return read_state(_runner(_settings(args), lazy=True).d, args.stage, args.state, args.checkpoint, args.limit)
 
 
 def cmd_demo(args) -> Any:
