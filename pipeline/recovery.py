@@ -112,9 +112,9 @@ class Recovery:
     ) -> Restored:
         """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint.
 
-        Without a pointer: the latest completed checkpoint, as Flink restarts (a savepoint only if no
-        checkpoint is retained); ``checkpoints_first=False`` takes the newest of either (a crash's recovery:
-        the state was where the newest of them left it).
+        Without a pointer: the latest completed checkpoint, as Flink restarts (the newest savepoint only if no
+        checkpoint is retained or usable); ``checkpoints_first=False`` takes the newest of either (a crash's
+        recovery: the state was where the newest of them left it).
 
         Every handle is checked before anything changes; a latest checkpoint that is
         corrupt or incomplete is skipped with a warning naming it (see ``epochal.state.recovery.restore``).
@@ -151,13 +151,18 @@ class Recovery:
         self.d.coordinator.failures.reset()  # a restart from a checkpoint is the recovery of a failed pipeline
         if gap := forward_gap({n: self.d.sinks[n] for n in by_content}, position, epoch):
             log.warning("%s", gap)
+        return self._restored(result, by_content, gap)
+
+    def _restored(self, result, by_content: list[str], gap: str | None) -> Restored:
+        """What a restore did, as the commands and Dagster report it (the parallelism it runs with from now on)."""
+        epoch = None if result.started_empty else int(result.epoch)
         return Restored(
             checkpoint_id=None if result.started_empty else int(result.checkpoint_id),
             kind=None if result.started_empty else result.kind.value,
             epoch=epoch,
             partition=None if epoch is None else self.d.partitioning.key(epoch),
             metadata_path=result.metadata_path,
-            parallelism=parallelism or self.d.parallelism,
+            parallelism=self.d.parallelism,
             skipped=tuple(s.model_dump(mode="json") for s in result.skipped),
             sinks_by_version=tuple(n for n in self.d.sinks if n not in by_content),
             sinks_by_content=tuple(by_content),
