@@ -187,18 +187,24 @@ class Recovery:
 
     def restore_before(self, epoch: int) -> Restored:
         """Restore the newest checkpoint or savepoint whose epoch is before ``epoch`` (empty state if none)."""
+        candidates = self.candidates_before(epoch)
+        if not candidates:
+            return self._restore_empty()
+        return self._restore_newest(candidates)
+
+    def candidates_before(self, epoch: int) -> list[CompletedCheckpoint]:
+        """The retained checkpoints and savepoints a backfill from ``epoch`` can restore, oldest first; refused when
+        there are none and ``epoch`` is not the first (read from the store's Delta log: no JVM needed)."""
         retained = sorted(self.d.coordinator.store.all(), key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id)))
         candidates = [c for c in retained if int(c.metadata.epoch) < epoch]
-        if not candidates:
-            if epoch == 0:
-                return self._restore_empty()
+        if not candidates and epoch != 0:
             key = self.d.partitioning.key
             raise PipelineError(
                 f"no checkpoint or savepoint before partition {key(epoch)} is retained.",
                 action=f"backfill from {_earliest_starts(retained, key)} instead",
                 partition=key(epoch),
             )
-        return self._restore_newest(candidates)
+        return candidates
 
     def _restore_newest(self, candidates: list[CompletedCheckpoint]) -> Restored:
         """Restore the last usable of ``candidates``, skipping broken ones with a warning naming each."""

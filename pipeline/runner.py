@@ -175,14 +175,18 @@ class EpochRunner:
 
     def _check_range(self, from_: str | None, to: str | None, now: datetime | None) -> None:
         """Refuse a bad key, a window still open, a ``to`` before ``from_`` (it rewound the state and the sinks to
-        ``from_`` and ran nothing) and a ``from_`` past the state's next epoch, before any work or JVM."""
+        ``from_`` and ran nothing), a ``from_`` past the state's next epoch and a backfill with no checkpoint or
+        savepoint retained before ``from_``, before any work or JVM."""
         last = self._last_epoch(to, now)
         if from_ is None:
             return
         first = self.d.partitioning.epoch(from_)
         if to is not None and last < first:
             raise PartitionKeyError(f"--to {to} is before --from {from_}: a run goes forward, from --from to --to")
-        self._refuse_gap(from_, first, self.d.progress.load().last_done_epoch)
+        progress = self.d.progress.load()
+        self._refuse_gap(from_, first, progress.last_done_epoch)
+        if first <= progress.in_flight:  # a backfill: it restores a checkpoint or savepoint before ``from_``
+            self.recovery.candidates_before(first)
 
     def _check_states(self, from_: str | None) -> None:
         """Refuse a run whose pipeline no longer declares a state its working tables hold (a stage removed or renamed

@@ -112,6 +112,11 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     _check_sinks(spark, deployment)
     idle = _ok(_epochal(deployment, "run", "--to", PARTITIONS[-1], env=NO_JVM))  # nothing to run: no JVM started
     assert idle["epochs"] == [] and idle["jit"] is None
+    # a backfill from before the oldest retained checkpoint: refused before any JVM, naming where one can start
+    early = _epochal(deployment, "run", "--from", PARTITIONS[1], "--to", PARTITIONS[1], env=NO_JVM)
+    assert early.returncode == 1, early.stderr[-2000:]
+    assert f"no checkpoint or savepoint before partition {PARTITIONS[1]} is retained" in early.stderr
+    assert f"backfill from {PARTITIONS[2]} (after checkpoint" in early.stderr
 
     # state read: delta-rs reads the table in the command's process (no JVM); its rows are the ones Spark reads
     for stage, state in (("dedupe", "seen"), ("sessionize", "open_sessions")):
