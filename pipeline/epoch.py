@@ -166,6 +166,8 @@ class EpochTransaction(_CheckpointingTransaction):
         for source in self.d.pipeline.sources:
             self.outputs[source.name], size = self._plan(source)
             sizes.append(size)
+            if self.pending is not None:  # the checkpoint records the source's own position (``checkpoints inspect``)
+                self.pending.record_source_position(source.name, self.outputs[source.name].position)
         self.report.input_bytes = None if None in sizes else sum(sizes)
         latest = self.d.coordinator.store.latest()
         state_bytes = latest.metadata.state_bytes if latest else 0
@@ -340,10 +342,20 @@ class EpochTransaction(_CheckpointingTransaction):
 class SavepointTransaction(_CheckpointingTransaction):
     """A savepoint of the state at its position (the last epoch done): trigger, snapshot and ack, complete."""
 
+    def _recorded_position(self, source: str) -> dict[str, Any]:
+        """The epoch and partition of the state's position, and the source's own position there where its plan
+        is still recorded (an epoch's checkpoint records it as the source plans)."""
+        d = self.d
+        found = {"epoch": self.epoch, "partition": d.partitioning.key(self.epoch)}
+        path = d.plan_path(source, self.epoch)
+        if d.storage.exists(path):
+            found["position"] = batch_from_position(source, json.loads(d.storage.read(path))).position
+        return found
+
     def run(self, name: str | None) -> CompletedCheckpoint:
         d = self.d
         tasks = [f"stage:{s.name}" for s in d.pipeline.ordered_stages] + [f"sink:{n}" for n in d.sinks]
-        positions = {s.name: {"epoch": self.epoch, "partition": d.partitioning.key(self.epoch)} for s in d.pipeline.sources}
+        positions = {s.name: self._recorded_position(s.name) for s in d.pipeline.sources}
         result = d.coordinator.trigger_savepoint(
             self.epoch, tasks, positions, name=name, max_parallelism=d.pipeline.max_parallelism
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import datetime
 from enum import Enum
@@ -162,6 +163,14 @@ class PendingCheckpoint:
                 checkpoint_id=self.checkpoint_id,
             )
         self._transition(PendingStatus.COMPLETED, at)
+
+    def record_source_position(self, source: str, position: dict[str, Any]) -> None:
+        """Keep what ``source`` planned for the checkpoint's epoch (its own position, plain JSON) beside the epoch
+        and partition it was triggered with: an epoch's checkpoint is triggered before its sources plan."""
+        positions = dict(self.spec.source_positions)
+        as_json = json.loads(json.dumps(position, sort_keys=True, default=str))  # a tuple kept as the list recorded
+        positions[source] = {**positions.get(source, {}), "position": as_json}
+        self.spec = self.spec.model_copy(update={"source_positions": positions})
 
     def abort(self, failure: CheckpointFailure) -> None:
         """Fail the checkpoint; an expiry reason makes it EXPIRED, any other ABORTED."""

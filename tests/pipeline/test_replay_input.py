@@ -16,6 +16,7 @@ from epochal.config import load_settings
 from epochal.pipeline.errors import InputChangedError
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
+from epochal.state.checkpoint.metadata import CheckpointKind
 from epochal.pipeline.sources import (SourceBatch, batch_from_position, check_unchanged, fingerprint, planned_bytes,
                                       record_fingerprints)
 
@@ -169,7 +170,12 @@ def test_a_replay_of_a_users_own_source_reads_its_recorded_files(spark, tmp_path
         toy.write_hour(landing, hour, rows)
     runner = _runner(spark, tmp_path)
     runner.run(to="2026-11-01-01:00")
-    runner.restore(runner.d.coordinator.store.latest().checkpoint_id - 1)  # epoch 1 is replayed from its plan
+    # the checkpoint and a savepoint keep the source's own position beside the epoch (``checkpoints inspect``)
+    hour1 = {"epoch": 1, "partition": "2026-11-01-01:00", "position": {"folder": str(landing / "dt=2026-11-01" / "hour=01")}}
+    assert runner.d.coordinator.store.latest().metadata.source_positions == {"landing": hour1}
+    runner.savepoint("hour-1")
+    assert runner.d.coordinator.store.latest().metadata.source_positions == {"landing": hour1}
+    runner.restore(runner.d.coordinator.store.latest(CheckpointKind.CHECKPOINT).checkpoint_id - 1)  # epoch 1 replayed
     report = runner.run(to="2026-11-01-02:00")
     assert [e.epoch for e in report.epochs] == [1, 2]
     assert {r.key: r.total for r in runner.d.sinks["totals"].read().collect()} == {"a": 11, "b": 7}
