@@ -27,6 +27,7 @@ from typing import Any, Iterator, Mapping
 
 import dagster as dg
 
+from epochal.errors import EpochalError
 from epochal.orchestration.assets import CHECKPOINT
 from epochal.orchestration.backfill import (
     BACKFILL_TAG, PARENT_RUN_TAG, RangeReporter, check_outputs, log_epoch, missing, progress_line, run_range,
@@ -34,7 +35,7 @@ from epochal.orchestration.backfill import (
 from epochal.orchestration.metadata import restore_metadata
 from epochal.orchestration.report import asset_metadata, check_results, checkpoint_duration
 from epochal.orchestration.resources import EpochalResource
-from epochal.pipeline.errors import PipelineError
+from epochal.pipeline.errors import PipelineError, SourceNotFoundError, StageError
 from epochal.pipeline.partitions import PartitionKeyError, Partitioning
 from epochal.pipeline.recovery import Restored
 from epochal.state.checkpoint.failure import FailureState, StorageFailureStateRepository
@@ -52,11 +53,18 @@ def is_schedule_run(tags: Mapping[str, str]) -> bool:
 
 
 def operator_failure(exc: Exception, hint: str, **metadata: Any) -> dg.Failure:
-    """A dg.Failure with one message saying what to do: a state error's own action, else ``hint``."""
+    """A dg.Failure with one message saying what to do: a state error's own action, else ``hint``. Raise it as it
+    is (no ``from``): it chains only the user's own exception under ``exc`` (a stage, sink or source of theirs
+    raised it), whose traceback is theirs to read; epochal's own errors say everything in their message."""
     text = str(exc)
     if isinstance(exc, EpochalStateError) and not exc.action:
         text = f"{text} Operator action: {hint}"
-    return dg.Failure(description=text, metadata=metadata)
+    failure = dg.Failure(description=text, metadata=metadata)
+    cause = exc.__cause__
+    user_code = isinstance(exc, (StageError, SourceNotFoundError)) and not isinstance(cause, EpochalError)
+    failure.__cause__ = cause if user_code else None
+    failure.__suppress_context__ = True
+    return failure
 
 
 #: The run tags that name the partitions of a run: one partition, or a backfill's range.
@@ -131,7 +139,7 @@ def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline
         if saved is not None:
             _put_back_failure(d, saved)
         if isinstance(exc, (PipelineError, EpochalStateError)):
-            raise operator_failure(exc, EPOCH_HINT, partitions=f"{keys[0]}..{keys[-1]}", state_position=where) from exc
+            raise operator_failure(exc, EPOCH_HINT, partitions=f"{keys[0]}..{keys[-1]}", state_position=where)
         raise
     if left := missing(keys, reporter.done, position, d):
         raise dg.Failure(description=f"partitions {left} did not run (state at {where})")
@@ -147,7 +155,7 @@ def _run(runner, key: str, epoch: int, position: int | None, *, backfill: bool):
             return runner.run(from_=key, to=key, replan=True)
         return runner.run(to=key)
     except (PipelineError, EpochalStateError) as exc:
-        raise operator_failure(exc, EPOCH_HINT, partition=key, state_position=str(position)) from exc
+        raise operator_failure(exc, EPOCH_HINT, partition=key, state_position=str(position))
 
 
 def _clear_failure(context, d, pipeline_name: str) -> FailureState | None:

@@ -60,7 +60,7 @@ def restore_state(context: dg.OpExecutionContext, config: RestoreConfig, epochal
             pointer, parallelism=config.parallelism, allow_non_restored_state=config.allow_non_restored_state
         )
     except (PipelineError, EpochalStateError) as exc:
-        raise operator_failure(exc, RESTORE_HINT) from exc
+        raise operator_failure(exc, RESTORE_HINT)
     runner.d.coordinator.failures.reset()
     what = "latest checkpoint" if pointer is None else f"{'savepoint' if config.savepoint else 'checkpoint'} {pointer}"
     context.log.info(console.restore(result.to_dict()))  # what `epochal restore` prints
@@ -90,7 +90,7 @@ def take_savepoint(context: dg.OpExecutionContext, config: SavepointConfig, epoc
     try:
         result = runner.savepoint(config.name)
     except (PipelineError, EpochalStateError) as exc:
-        raise operator_failure(exc, SAVEPOINT_HINT) from exc
+        raise operator_failure(exc, SAVEPOINT_HINT)
     meta = {
         "action": dg.MetadataValue.text("savepoint"),
         "savepoint_id": dg.MetadataValue.int(int(result["id"])),

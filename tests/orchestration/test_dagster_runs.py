@@ -70,6 +70,12 @@ def _failure(result) -> str:
     return None if data is None else data.description
 
 
+def _failure_error(result):
+    """The error Dagster recorded for the run's failed step: what its log and UI print under the message."""
+    (event,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return event.step_failure_data.error
+
+
 def _checks(result) -> dict[str, object]:
     return {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data
             for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
@@ -203,6 +209,9 @@ def test_a_failed_manual_run_leaves_the_pipeline_failed_and_the_schedule_paused(
     with dg.instance_for_test() as instance:
         result = defs.resolve_job_def("toy_epochs").execute_in_process(partition_key=KEYS[0], instance=instance, raise_on_error=False)
         assert not result.success and "boom in sum" in _failure(result)
+        cause = _failure_error(result).cause  # the user's own exception, with the traceback into their code
+        assert cause is not None and cause.cls_name == "RuntimeError" and "boom in sum" in cause.message, cause
+        assert "in boom" in "".join(cause.stack), cause.stack
         state = repository.load()
         assert state.failed and state.failures[0].detail == "earlier"  # put back, with this run's failures after it
         with dg.build_schedule_context(instance=instance, resources={"checkpoints": defs.resources["checkpoints"]},
@@ -253,6 +262,8 @@ def test_restore_and_savepoint_jobs_fail_with_one_message_saying_what_to_do(depl
             assert not result.success
             message = _failure(result)
             assert message is not None and all(w in message for w in words), message
+            error = _failure_error(result)  # one message: no chained exception of epochal's own beneath it
+            assert error.cause is None and error.context is None, error.to_string()
         _run(defs, instance, KEYS[0])
         assert savepoint("twice").success
         again = savepoint("twice")
