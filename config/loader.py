@@ -354,7 +354,7 @@ def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | No
     resolved = settings.resolve_paths(base, per_key=per_key)
     if blocked := _files_in_the_way(resolved, locate):
         raise ConfigError.from_issues(blocked)
-    resolved._origin = source
+    resolved._origin, resolved._lines = source, dict(file.lines)
     return resolved
 
 

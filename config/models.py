@@ -264,6 +264,7 @@ class Settings(_Strict):
     """A deployment's whole configuration (the YAML file's top level)."""
 
     _origin: str | None = PrivateAttr(default=None)  # the file it was loaded from, for error messages
+    _lines: dict[tuple[str, ...], int] = PrivateAttr(default_factory=dict)  # the file's line of each key, likewise
 
     def __eq__(self, other: object) -> bool:  # the same settings, wherever they were loaded from
         return type(other) is type(self) and self.__dict__ == other.__dict__
@@ -323,11 +324,14 @@ class Settings(_Strict):
         try:
             return model.model_validate(options)
         except ValidationError as exc:
-            def located(key: tuple[str, ...]) -> tuple[str | None, None]:  # the variable that set it, else the file
+            def located(key: tuple[str, ...]) -> tuple[str | None, int | None]:  # the variable, else file and line
                 from epochal.config.loader import env_var_name
 
-                name = env_var_name(".".join(("options", *key)))
-                return (name if key and name in os.environ else self._origin), None
+                path = ("options", *key)
+                if key and env_var_name(".".join(path)) in os.environ:
+                    return env_var_name(".".join(path)), None
+                lines = (self._lines[path[:n]] for n in range(len(path), 0, -1) if path[:n] in self._lines)
+                return self._origin, next(lines, None)
             issues = [
                 dataclasses.replace(
                     issue,

@@ -28,7 +28,7 @@ def test_bad_pipeline_options_are_named_by_the_pipeline_before_any_work(tmp_path
     with pytest.raises(ConfigError) as caught:
         build_pipeline(settings)
     first_line = str(caught.value).splitlines()[0]
-    assert first_line.startswith(f"config error in {path}: ")
+    assert first_line.startswith(f"config error in {path}, line 2: ")  # the option's own line, as for other keys
     assert expected in first_line and "an option of pipeline 'clickstream'" in first_line
     assert caught.value.key == expected.split(" ")[0]
 
