@@ -12,10 +12,12 @@ import json
 import logging
 import os
 import sys
+import warnings
 from typing import Any, Callable, Sequence
 
 from epochal.errors import EpochalError
 from epochal.orchestration import console
+from epochal.state.errors import RestoreFallbackWarning
 
 log = logging.getLogger("epochal")
 
@@ -428,6 +430,8 @@ def _command(args) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=os.environ.get("EPOCHAL_LOG_LEVEL", "WARNING"), stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    # A skipped checkpoint is logged as a WARNING line; Python's own copy of it would add a line of epochal's source.
+    warnings.filterwarnings("ignore", category=RestoreFallbackWarning)
     as_json = bool(getattr(args, "json", False))
     try:
         result = COMMANDS[args.command](args)

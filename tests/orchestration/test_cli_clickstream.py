@@ -133,6 +133,20 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     pinned = spark.read.format("delta").option("versionAsOf", seen["version"]).load(seen["table_path"]).collect()
     assert _as_printed(at["rows"]) == _as_printed(r.asDict(recursive=True) for r in pinned)
     _list_a_lost_store_and_a_missing_folder(deployment)
+    _restore_past_a_broken_checkpoint(deployment)
+
+
+def _restore_past_a_broken_checkpoint(config: Path) -> None:
+    """``epochal restore`` of the latest checkpoint when its metadata is truncated: it restores the one before and
+    says which it skipped in one WARNING line (Python's own copy of the warning added a line of epochal's source)."""
+    newest, older = reversed([c for c in _ok(_epochal(config, "checkpoints", "list", env=NO_JVM))["checkpoints"]
+                              if c["kind"] == "checkpoint"][-2:])
+    Path(newest["metadata_path"].replace("file://", "")).write_text('{"checkpoint_id": ')
+    result = _epochal(config, "restore", env=NO_JVM)
+    assert _ok(result)["epoch"] == older["epoch"], result.stdout
+    mentions = [line for line in result.stderr.splitlines() if f"skipping checkpoint {newest['id']} " in line.lower()]
+    assert len(mentions) == 1 and mentions[0].startswith("WARNING "), result.stderr
+    assert ".py:" not in result.stderr and "Warning:" not in result.stderr, result.stderr
 
 
 def _list_a_lost_store_and_a_missing_folder(config: Path) -> None:
@@ -202,6 +216,12 @@ def test_cli_errors_are_one_line_and_fail_before_work(tmp_path):
     result = subprocess.run([EPOCHAL, "run", "--config", str(bad), "--json"], capture_output=True, text=True, timeout=120)
     failure = json.loads(result.stdout)
     assert result.returncode == 1 and failure["ok"] is False and "checkpoints.retian" in failure["error"], failure
+    # a pipeline's own option is located like any other key: its file and line (it named no line)
+    bad.write_text("pipeline: clickstream\noptions:\n  session_gap: 45m\n  allowed_lateness: soon\n")
+    result = subprocess.run([EPOCHAL, "run", "--config", str(bad)], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, **NO_JVM})  # refused before any work: no JVM needed
+    assert result.returncode != 0 and result.stdout == "", result
+    assert result.stderr.startswith(f"epochal: error: config error in {bad}, line 4: options.allowed_lateness = 'soon'")
 
 
 @pytest.mark.parametrize(("args", "reason", "command"), [
