@@ -316,6 +316,11 @@ def _covered(path: KeyPath, sources: Mapping[KeyPath, str]) -> str | None:
     return None
 
 
+def line_of(lines: Mapping[KeyPath, int], key: KeyPath) -> int | None:
+    """The file's line of ``key``, else of its nearest parent in the file (a value set as a whole section)."""
+    return next((lines[key[:end]] for end in range(len(key), 0, -1) if key[:end] in lines), None)
+
+
 def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> Settings:
     """Load the settings: defaults, then the YAML file at ``path``, then ``EPOCHAL__*`` variables.
 
@@ -333,7 +338,7 @@ def load_settings(path: str | Path | None = None, *, env: Mapping[str, str] | No
         variable = _covered(key, overrides.sources)
         if variable is not None:
             return variable, None
-        line = next((file.lines[key[:end]] for end in range(len(key), 0, -1) if key[:end] in file.lines), None)
+        line = line_of(file.lines, key)
         # Variables that set entries inside this key (EPOCHAL__SPARK__CONF__<property> for spark.conf).
         inside = sorted(name for path, name in overrides.sources.items() if len(path) > len(key) and path[: len(key)] == key)
         if inside:

@@ -325,13 +325,12 @@ class Settings(_Strict):
             return model.model_validate(options)
         except ValidationError as exc:
             def located(key: tuple[str, ...]) -> tuple[str | None, int | None]:  # the variable, else file and line
-                from epochal.config.loader import env_var_name
+                from epochal.config.loader import env_var_name, line_of
 
                 path = ("options", *key)
-                if key and env_var_name(".".join(path)) in os.environ:
-                    return env_var_name(".".join(path)), None
-                lines = (self._lines[path[:n]] for n in range(len(path), 0, -1) if path[:n] in self._lines)
-                return self._origin, next(lines, None)
+                if key and (name := env_var_name(".".join(path))) in os.environ:
+                    return name, None
+                return self._origin, line_of(self._lines, path)
             issues = [
                 dataclasses.replace(
                     issue,
