@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import logging
 import os
 import re
 import sys
@@ -289,10 +290,28 @@ def build_spark_session(
     started = spark.sparkContext.getConf()
     if jars is None and started.get(resolved_jars.PACKAGES, None) == conf[resolved_jars.PACKAGES]:
         resolved_jars.remember(conf, started.get(resolved_jars.JARS, None))  # this session resolved them
-    spark.sparkContext.setLogLevel(os.environ.get("EPOCHAL_SPARK_LOG_LEVEL", "ERROR"))
+    level = os.environ.get("EPOCHAL_SPARK_LOG_LEVEL", "ERROR")
+    spark.sparkContext.setLogLevel(level)
+    _quiet_query_context_loggers(level)
     if remember_lookups:
         _import_helpers(spark)
     return spark
+
+
+#: PySpark's loggers that print a failed DataFrame or SQL query's error, as one JSON line holding its whole Java
+#: stack (tens of KB on stderr), when the exception is made, before any caller handles it. epochal reports the
+#: same error itself, in one line naming the stage or sink and the epoch (``EPOCHAL_LOG_LEVEL=DEBUG`` adds the
+#: traceback), so they are quiet unless ``EPOCHAL_SPARK_LOG_LEVEL`` asks for more than Spark's errors.
+QUERY_CONTEXT_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+
+
+def _quiet_query_context_loggers(level: str) -> None:
+    if level.upper() not in ("ERROR", "FATAL", "OFF"):
+        return
+    from pyspark.logger import PySparkLogger  # its class, so that PySpark's own calls with context keep working
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 #: The module a new driver would import with its JVM waiting: PySpark's py4j argument converters import it on the

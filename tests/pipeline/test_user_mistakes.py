@@ -27,6 +27,7 @@ from epochal.pipeline.errors import SinkError, StageError
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
 from epochal.state.descriptors import ValueStateDescriptor
+from epochal.state.session import QUERY_CONTEXT_LOGGERS
 from tests.support.paths import child_env
 
 EPOCHAL = str(Path(sys.executable).with_name("epochal"))
@@ -88,12 +89,17 @@ class LacksColumn(toy.Sum):
                              r"'totals': input lacks column\(s\) \['total'\]; got \['key', 'sum'\]"),
 ])
 def test_a_stage_output_that_is_not_what_it_declares_names_the_stage_or_the_sink(spark, tmp_path, toy_registered,
-                                                                                 stage_class, error, message):
+                                                                                 stage_class, error, message, capfd):
     runner = _runner(spark, tmp_path, stage_class)
+    capfd.readouterr()
     with pytest.raises(error) as raised:
         runner.run(to=FIRST)
     first_line = str(raised.value).splitlines()[0]  # what the command line prints
     assert re.search(message, first_line), first_line
+    # PySpark's query-context loggers would print the cast's error again, as a JSON line with its Java stack
+    # (probe, 2026-12-06: up to 36 KB on stderr before epochal's own line)
+    printed = capfd.readouterr().err
+    assert not any(name in printed for name in QUERY_CONTEXT_LOGGERS), printed[:2000]
     assert runner.d.progress.load().last_done_epoch is None
     if stage_class is LacksColumn:  # no sink was written, not even the one that reads another stage
         assert not (tmp_path / "warehouse" / "log").exists() and not (tmp_path / "warehouse" / "totals").exists()
