@@ -16,7 +16,9 @@ partitions page, GraphQL. The run:
   materialized;
 - re-executed (Dagster's *Re-execute*, or a run retry), continues from the state's
   position when that lies inside the range, instead of replaying what was done
-  (all of it done: the range is replayed, as a new backfill would).
+  (all of it done: the range is replayed, as a new backfill would), if the run it
+  re-executes got into the range (restored before it, or finished one of its
+  epochs); one that died before that is started again, restore first.
 
 Each epoch's asset-check results are logged as evaluations of its partition as it ends; the op's check
 outputs, which Dagster requires, follow at the end without results of their own.
@@ -87,15 +89,37 @@ def progress_line(report, keys: Sequence[str], checkpoint_s: float | None) -> st
     return f"{where} ({report.partition}): {what}"
 
 
-def run_range(runner, keys: Sequence[str], position: int | None, tags) -> Any:
-    """Run the epochs of ``keys`` (in order) as a backfill, a continuation or a resumed re-execution."""
+def run_range(runner, keys: Sequence[str], position: int | None, tags, *, resumed: bool) -> Any:
+    """Run the epochs of ``keys`` (in order) as a backfill, a continuation or a resumed re-execution
+    (``resumed``: see :func:`parent_got_into_range`)."""
     d = runner.d
     first, last = d.partitioning.epoch(keys[0]), d.partitioning.epoch(keys[-1])
-    if PARENT_RUN_TAG in tags and position is not None and first - 1 <= position < last:
+    if resumed and position is not None and first - 1 <= position < last:
         return runner.run(to=keys[-1], replan=True)
     if BACKFILL_TAG in tags or (position is not None and first <= position):
         return runner.run(from_=keys[0], to=keys[-1], replan=True)
     return runner.run(to=keys[-1])
+
+
+def parent_got_into_range(instance: dg.DagsterInstance, tags, keys: Sequence[str]) -> bool:
+    """Whether the run this one re-executes, or a run before it in its chain of re-executions, got into the range:
+    restored the state before it or finished one of its epochs (each logged as it happens). Only then is the state's
+    position the range's own progress. A run that died before that (its JVM killed while it started, a Spark
+    session that failed to start) left the position the backfill was to rewind, so its re-execution starts the
+    backfill again, restore first (found from outside, 2026-12-06: it ran only the partitions after that position,
+    and late data in the range's first partitions never reached the sinks)."""
+    wanted = set(keys)
+    kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION}
+    seen: set[str] = set()
+    run_id = tags.get(PARENT_RUN_TAG)
+    while run_id is not None and run_id not in seen:
+        seen.add(run_id)
+        if any(entry.dagster_event is not None and entry.dagster_event.partition in wanted
+               for entry in instance.all_logs(run_id, of_type=kinds)):
+            return True
+        parent = instance.get_run_by_id(run_id)
+        run_id = None if parent is None else parent.tags.get(PARENT_RUN_TAG)
+    return False
 
 
 def missing(keys: Sequence[str], done: Sequence[str], position: int | None, d) -> list[str]:

@@ -30,7 +30,8 @@ import dagster as dg
 from epochal.errors import EpochalError
 from epochal.orchestration.assets import CHECKPOINT
 from epochal.orchestration.backfill import (
-    BACKFILL_TAG, PARENT_RUN_TAG, RangeReporter, check_outputs, log_epoch, missing, progress_line, run_range,
+    BACKFILL_TAG, PARENT_RUN_TAG, RangeReporter, check_outputs, log_epoch, missing, parent_got_into_range, progress_line,
+    run_range,
 )
 from epochal.orchestration.metadata import restore_metadata
 from epochal.orchestration.report import asset_metadata, check_results, checkpoint_duration
@@ -134,7 +135,8 @@ def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline
     context.log.info(f"{len(keys)} partitions {keys[0]}..{keys[-1]} in this run, one SparkSession; the state is at {where}")
     saved = _clear_failure(context, d, pipeline_name)
     try:
-        run_range(runner, keys, position, context.run.tags)
+        resumed = parent_got_into_range(context.instance, context.run.tags, keys)
+        run_range(runner, keys, position, context.run.tags, resumed=resumed)
     except BaseException as exc:
         if saved is not None:
             _put_back_failure(d, saved)

@@ -4,7 +4,8 @@ single-run backfill policy launches it: the run carries the range's partition ta
 Each epoch of the range is reported on its own, as soon as it is done (every asset's
 materialization with that epoch's numbers, both checks, a progress line), a backfill
 restores before the range first, and a re-execution of a run that died half way
-continues from the state's position instead of replaying what was done.
+continues from the state's position instead of replaying what was done (one that died before
+its restore runs the backfill again).
 """
 
 from __future__ import annotations
@@ -112,6 +113,35 @@ def test_a_reexecution_of_a_range_run_that_died_half_way_continues_from_the_stat
         assert not [e for e in again.all_events if e.event_type_value == "ASSET_OBSERVATION"
                     and "restored_epoch" in e.event_specific_data.asset_observation.metadata]
     assert _totals(spark, config) == _expected(3)
+
+
+def test_a_reexecution_of_a_range_run_that_died_before_its_restore_replays_the_whole_range(deployment, spark,
+                                                                                           monkeypatch):
+    """Found from outside (probe 10, 2026-12-06): a backfill run killed while its JVM started left the state where
+    the backfill was to rewind it from. Its re-execution took that position for its parent's progress and ran only
+    the partitions after it, so a late file in the range's first partition never reached the sink."""
+    defs, config = deployment
+    with dg.instance_for_test() as instance:
+        _run(defs, instance, KEYS[0])
+        _run(defs, instance, KEYS[1])
+        late = config.parent / "landing" / "dt=2026-11-01" / "hour=00" / "part-0001.jsonl"
+        late.write_text('{"key": "a", "n": 100}\n')
+        original = EpochRunner.run
+
+        def dies_before_any_work(self, *args, **kwargs):
+            raise RuntimeError("the JVM did not start (test)")
+
+        monkeypatch.setattr(EpochRunner, "run", dies_before_any_work)
+        first = _range_run(defs, instance, KEYS, {"dagster/backfill": "bf4"}, raise_on_error=False)
+        assert not first.success
+        monkeypatch.setattr(EpochRunner, "run", original)
+        again = _range_run(defs, instance, KEYS, {"dagster/backfill": "bf4", "dagster/parent_run_id": first.run_id,
+                                                  "dagster/root_run_id": first.run_id})
+        assert again.success
+        assert sorted(_by_partition(instance, again)["checkpoint"]) == KEYS, "the whole range, as a new backfill"
+        assert [e for e in again.all_events if e.event_type_value == "ASSET_OBSERVATION"
+                and "restored_epoch" in e.event_specific_data.asset_observation.metadata], "restored first"
+    assert _totals(spark, config) == {**_expected(3), "a": _expected(3)["a"] + 100}
 
 
 @pytest.mark.parametrize("tags", [{}, {"dagster/backfill": "bf3"}], ids=["ahead-of-the-state", "backfill-from-empty"])
