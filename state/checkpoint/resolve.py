@@ -20,7 +20,7 @@ from epochal.state.errors import CheckpointNotFound
 from epochal.state.checkpoint.metadata import CheckpointMetadata, deserialize
 from epochal.state.checkpoint.storage import CheckpointPointer, CheckpointStorage, PointerKind
 from epochal.state.checkpoint.store import CompletedCheckpointStore
-from epochal.state.checkpoint.survivors import committed_savepoint
+from epochal.state.checkpoint.survivors import committed_savepoint, savepoints_in_progress
 from epochal.state.ids import CheckpointId
 
 _LIST = "list checkpoints and savepoints with `epochal checkpoints list`."
@@ -78,7 +78,11 @@ class CheckpointResolver:
             known = [int(i) for i in self._store.known_ids()]
             retained = [int(e.checkpoint_id) for e in self._store.all()]  # a rewind drops the newest: not "the newest"
             newest = f"the newest retained is {max(retained)}" if retained else "none is retained"
-            why = (f"no checkpoint {checkpoint_id} was completed yet ({newest})"
+            abandoned = [name for name, taken in savepoints_in_progress(self._storage) if taken == checkpoint_id]
+            why = (f"it is savepoint '{abandoned[0]}' ({self._storage.savepoint_dir(abandoned[0])}), which was never "
+                   "committed: its process died while writing it, and the next savepoint removes its folder"
+                   if abandoned else
+                   f"no checkpoint {checkpoint_id} was completed yet ({newest})"
                    if known and checkpoint_id > max(known) else
                    "it failed, its completion was interrupted, or it was released long ago and the store forgot it "
                    "(it remembers the last released ones)" if known else "it was never completed (the store holds none)")

@@ -80,14 +80,23 @@ def highest_visible_id(storage: CheckpointStorage, store: CompletedCheckpointSto
     ids = [int(cid) for cid, _ in storage.list_checkpoint_dirs()]
     ids += [int(i) for i in store.known_ids()]
     ids += [int(e.checkpoint_id) for e in surviving_savepoints(storage)]
-    for name in storage.list_savepoints():  # a savepoint being taken (or abandoned): its marker holds the id
+    ids += [checkpoint_id for _, checkpoint_id in savepoints_in_progress(storage)]
+    return max(ids, default=0)
+
+
+def savepoints_in_progress(storage: CheckpointStorage) -> list[tuple[str, int]]:
+    """``(name, checkpoint id)`` of each savepoint being taken, or abandoned by a process that died while it wrote
+    it: its in-progress marker holds the id."""
+    found = []
+    for name in storage.list_savepoints():
         marker = f"{storage.savepoint_dir(name)}/{SAVEPOINT_IN_PROGRESS}"
         try:
             text = storage.read(marker).decode().strip() if storage.exists(marker) else ""
         except EpochalStateError:
             text = ""
-        ids += [int(text)] if text.isdigit() else []
-    return max(ids, default=0)
+        if text.isdigit():
+            found.append((name, int(text)))
+    return found
 
 
-__all__ = ["committed_savepoint", "highest_visible_id", "rebuild_store", "surviving_savepoints"]
+__all__ = ["committed_savepoint", "highest_visible_id", "rebuild_store", "savepoints_in_progress", "surviving_savepoints"]

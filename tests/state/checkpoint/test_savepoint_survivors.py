@@ -80,6 +80,21 @@ def test_a_savepoint_still_marked_in_progress_and_an_uncommitted_checkpoint_stay
         resolver.resolve("chk-3")
 
 
+def test_the_id_of_a_savepoint_whose_process_died_is_named_as_that_savepoint_never_committed(tmp_path) -> None:
+    """Found from outside (probe 10, 2026-12-06): ``checkpoints inspect`` of a killed savepoint's id said "no
+    checkpoint 32 was completed yet" at ``chk-32``, as if it might still complete, and named no savepoint."""
+    storage = CheckpointStorage(str(tmp_path / "checkpoints"))
+    store = InMemoryCompletedCheckpointStore(max_retained=2)
+    complete(coordinator(storage, store), 0)
+    started = coordinator(storage, store).trigger_savepoint(1, TASKS, name="half")  # its process dies here
+    taken = int(started.pending.checkpoint_id)
+    with pytest.raises(CheckpointNotFound) as raised:
+        CheckpointResolver(storage, store).resolve(str(taken))
+    assert f"it is savepoint 'half' ({storage.savepoint_dir('half')}), which was never committed" in str(raised.value)
+    with pytest.raises(CheckpointNotFound, match="no checkpoint 9 was completed yet"):
+        CheckpointResolver(storage, store).resolve("9")
+
+
 def test_a_removed_savepoint_stays_refused(survived) -> None:
     storage, kept = survived
     store = InMemoryCompletedCheckpointStore()
