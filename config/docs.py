@@ -42,7 +42,8 @@ the entry name keeps its case).
 **YAML.** Scalars follow YAML 1.2: only `true`/`false` are booleans (`yes`,
 `on` stay strings) and `1:30` or `010` are not numbers. A boolean key takes
 only `true` or `false` (`yes`, `on`, `1`, `no`, `off`, `0` are errors), in the
-file and in environment variables alike.
+file and in environment variables alike; a number key takes a number, or a quoted
+number as its text (`retain: "5"` is 5), never `true` or `false`.
 
 **Paths.** `landing`, `warehouse`, `checkpoints.dir`, `checkpoints.savepoints_dir`
 are plain paths or fsspec URLs with one of the schemes {schemes}.

@@ -226,6 +226,14 @@ def test_unknown_key_in_env_names_the_variable() -> None:
     assert "'landing' has no sub-keys" in str(load_error(env={"EPOCHAL__LANDING__X": "1"}))
 
 
+def test_a_quoted_number_is_read_as_the_number_it_spells(tmp_path: Path) -> None:
+    """As docs/configuration.md says ("YAML"): the file's quotes do not make a number key's value an error."""
+    settings = load_settings(write(tmp_path / "epochal.yaml", 'checkpoints:\n  retain: "5"\ndagster:\n  backfill_chunk: "2"\n'))
+    assert (settings.checkpoints.retain, settings.dagster.backfill_chunk) == (5, 2)
+    assert "checkpoints.retain = 'true': must be an integer" in str(load_error(write(tmp_path / "bad.yaml",
+                                                                                       'checkpoints:\n  retain: "true"\n')))
+
+
 @pytest.mark.parametrize(
     ("yaml_text", "expected"),
     [
