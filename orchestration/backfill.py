@@ -17,8 +17,11 @@ partitions page, GraphQL. The run:
 - re-executed (Dagster's *Re-execute*, or a run retry), continues from the state's
   position when that lies inside the range, instead of replaying what was done
   (all of it done: the range is replayed, as a new backfill would), if the run it
-  re-executes got into the range (restored before it, or finished one of its
-  epochs); one that died before that is started again, restore first.
+  re-executes died inside the range (after its restore, or after one of its
+  epochs) and left the state there; a run that died before its restore, or whose
+  range was done, is started again as a backfill, restore first.
+- marks the partitions after the range out of date as soon as its restore rewinds
+  them, so that a run that dies later leaves them marked.
 
 Each epoch's asset-check results are logged as evaluations of its partition as it ends; the op's check
 outputs, which Dagster requires, follow at the end without results of their own.
@@ -91,7 +94,7 @@ def progress_line(report, keys: Sequence[str], checkpoint_s: float | None) -> st
 
 def run_range(runner, keys: Sequence[str], position: int | None, tags, *, resumed: bool) -> Any:
     """Run the epochs of ``keys`` (in order) as a backfill, a continuation or a resumed re-execution
-    (``resumed``: see :func:`parent_got_into_range`)."""
+    (``resumed``: see :func:`resumes_parent`)."""
     d = runner.d
     first, last = d.partitioning.epoch(keys[0]), d.partitioning.epoch(keys[-1])
     if resumed and position is not None and first - 1 <= position < last:
@@ -101,24 +104,35 @@ def run_range(runner, keys: Sequence[str], position: int | None, tags, *, resume
     return runner.run(to=keys[-1])
 
 
-def parent_got_into_range(instance: dg.DagsterInstance, tags, keys: Sequence[str]) -> bool:
-    """Whether the run this one re-executes, or a run before it in its chain of re-executions, got into the range:
-    restored the state before it or finished one of its epochs (each logged as it happens). Only then is the state's
-    position the range's own progress. A run that died before that (its JVM killed while it started, a Spark
-    session that failed to start) left the position the backfill was to rewind, so its re-execution starts the
-    backfill again, restore first (found from outside, 2026-12-06: it ran only the partitions after that position,
-    and late data in the range's first partitions never reached the sinks)."""
+def resumes_parent(instance: dg.DagsterInstance, tags, keys: Sequence[str], d, position: int | None) -> bool:
+    """Whether this run re-executes a run over the same range that died inside it, and the state is where that
+    run left it: the nearest run of the chain of re-executions that got into the range (restored before it, or
+    finished one of its epochs, each logged as it happens) failed, and the state's position is its last finished
+    epoch of the range (none: the epoch before the range). Only then is the position the range's own progress.
+
+    Found from outside (2026-12-06): a run that died before its restore (killed while its JVM started) left the
+    position the backfill was to rewind; a run that succeeded left its range done, and a later replay may have
+    moved the state back into it. In both cases the re-execution ran only the partitions after the position, and
+    late data in the range's first partitions never reached the sinks. Now those start the backfill again."""
+    if position is None:
+        return False
     wanted = set(keys)
     kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION}
     seen: set[str] = set()
     run_id = tags.get(PARENT_RUN_TAG)
     while run_id is not None and run_id not in seen:
         seen.add(run_id)
-        if any(entry.dagster_event is not None and entry.dagster_event.partition in wanted
-               for entry in instance.all_logs(run_id, of_type=kinds)):
-            return True
-        parent = instance.get_run_by_id(run_id)
-        run_id = None if parent is None else parent.tags.get(PARENT_RUN_TAG)
+        run = instance.get_run_by_id(run_id)
+        if run is None or run.status == dg.DagsterRunStatus.SUCCESS:
+            return False
+        events = [entry.dagster_event for entry in instance.all_logs(run_id, of_type=kinds)
+                  if entry.dagster_event is not None and entry.dagster_event.partition in wanted]
+        if events:
+            finished = [d.partitioning.epoch(e.partition) for e in events
+                        if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+                        and e.asset_key == dg.AssetKey(CHECKPOINT)]
+            return position == (max(finished) if finished else d.partitioning.epoch(keys[0]) - 1)
+        run_id = run.tags.get(PARENT_RUN_TAG)
     return False
 
 

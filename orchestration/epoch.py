@@ -30,7 +30,7 @@ import dagster as dg
 from epochal.errors import EpochalError
 from epochal.orchestration.assets import CHECKPOINT
 from epochal.orchestration.backfill import (
-    BACKFILL_TAG, PARENT_RUN_TAG, RangeReporter, check_outputs, log_epoch, missing, parent_got_into_range, progress_line,
+    BACKFILL_TAG, PARENT_RUN_TAG, RangeReporter, check_outputs, log_epoch, missing, progress_line, resumes_parent,
     run_range,
 )
 from epochal.orchestration.metadata import restore_metadata
@@ -103,9 +103,15 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
         context.log.info(progress_line(done, keys, durations[done.epoch]))
 
     runner.on_epoch = on_epoch
-    runner.on_restore = lambda restored: _record_restore(context, d, restored, key)  # logged even if the run fails
     epoch = d.partitioning.epoch(key)
     position = d.progress.load().last_done_epoch
+
+    def on_restore(restored) -> None:  # logged as it happens, so that a run dying later leaves them logged
+        _record_restore(context, d, restored, key)
+        if position is not None and position > epoch:
+            mark_out_of_date(context, d, range(epoch + 1, position + 1), f"rewound by the backfill of {key}")
+
+    runner.on_restore = on_restore
     saved = _clear_failure(context, d, pipeline_name)
     try:
         report = _run(runner, key, epoch, position, backfill=BACKFILL_TAG in context.run.tags)
@@ -119,8 +125,6 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
     for asset_key, meta in asset_metadata(d, target, durations.get(target.epoch)):
         yield dg.MaterializeResult(asset_key=asset_key, metadata=meta)
     yield from check_results(d, target)
-    if position is not None and position > epoch:
-        mark_out_of_date(context, d, range(epoch + 1, position + 1), f"rewound by the backfill of {key}")
 
 
 def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline_name: str) -> Iterator[Any]:
@@ -130,12 +134,19 @@ def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline
     position = d.progress.load().last_done_epoch
     reporter = RangeReporter(context, d, keys)
     runner.on_epoch = reporter
-    runner.on_restore = lambda restored: _record_restore(context, d, restored, keys[0])  # before the range's epochs
+    last = d.partitioning.epoch(keys[-1])
+
+    def on_restore(restored) -> None:  # before the range's epochs, so that a run dying later leaves them logged
+        _record_restore(context, d, restored, keys[0])
+        if position is not None and position > last:
+            mark_out_of_date(context, d, range(last + 1, position + 1), f"rewound by the backfill of {keys[0]}..{keys[-1]}")
+
+    runner.on_restore = on_restore
     where = "the beginning" if position is None else d.partitioning.key(position)
     context.log.info(f"{len(keys)} partitions {keys[0]}..{keys[-1]} in this run, one SparkSession; the state is at {where}")
     saved = _clear_failure(context, d, pipeline_name)
     try:
-        resumed = parent_got_into_range(context.instance, context.run.tags, keys)
+        resumed = resumes_parent(context.instance, context.run.tags, keys, d, position)
         run_range(runner, keys, position, context.run.tags, resumed=resumed)
     except BaseException as exc:
         if saved is not None:
@@ -145,9 +156,6 @@ def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline
         raise
     if left := missing(keys, reporter.done, position, d):
         raise dg.Failure(description=f"partitions {left} did not run (state at {where})")
-    last = d.partitioning.epoch(keys[-1])
-    if position is not None and position > last:
-        mark_out_of_date(context, d, range(last + 1, position + 1), f"rewound by the backfill of {keys[0]}..{keys[-1]}")
     yield from check_outputs(context)
 
 

@@ -144,6 +144,46 @@ def test_a_reexecution_of_a_range_run_that_died_before_its_restore_replays_the_w
     assert _totals(spark, config) == {**_expected(3), "a": _expected(3)["a"] + 100}
 
 
+def test_a_reexecution_of_a_range_run_that_succeeded_replays_the_range_wherever_the_state_is_now(deployment, spark):
+    """Found from outside (probe 11, 2026-12-06): a replay of one partition had moved the state back into the range
+    of a backfill run that had succeeded; re-executing that run continued from the state, as if it had died there,
+    and a late file in the range's first partition never reached the sink."""
+    defs, config = deployment
+    with dg.instance_for_test() as instance:
+        first = _range_run(defs, instance, KEYS, {"dagster/backfill": "bf5"})
+        _run(defs, instance, KEYS[1], {"dagster/backfill": "one"})  # the state back at KEYS[1]
+        late = config.parent / "landing" / "dt=2026-11-01" / "hour=00" / "part-0001.jsonl"
+        late.write_text('{"key": "a", "n": 100}\n')
+        again = _range_run(defs, instance, KEYS, {"dagster/backfill": "bf5", "dagster/parent_run_id": first.run_id,
+                                                  "dagster/root_run_id": first.run_id})
+        assert sorted(_by_partition(instance, again)["checkpoint"]) == KEYS, "the whole range, as a new backfill"
+    assert _totals(spark, config) == {**_expected(3), "a": _expected(3)["a"] + 100}
+
+
+def test_a_backfill_that_dies_after_its_restore_has_marked_the_partitions_after_its_range_out_of_date(
+        deployment, spark, monkeypatch):
+    """Found from outside (probe 11, 2026-12-06): the partitions after the range were marked out of date at the
+    run's end only, so a run that died after its restore left them showing as materialized, the state before them,
+    and its re-execution (which starts inside the range) never marked them either."""
+    defs, _ = deployment
+    original = EpochRunner.run_epoch
+
+    def dies_at_the_second_epoch(self, epoch, **kwargs):
+        if epoch == 1:
+            raise RuntimeError("executor lost (test)")
+        return original(self, epoch, **kwargs)
+
+    with dg.instance_for_test() as instance:
+        for key in KEYS:
+            _run(defs, instance, key)
+        monkeypatch.setattr(EpochRunner, "run_epoch", dies_at_the_second_epoch)
+        died = _range_run(defs, instance, KEYS[:2], {"dagster/backfill": "bf6"}, raise_on_error=False)
+        assert not died.success
+        marked = [e.dagster_event.partition for e in instance.all_logs(died.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION)
+                  if "out_of_date" in e.dagster_event.asset_observation_data.asset_observation.metadata]
+        assert marked == [KEYS[2]]
+
+
 @pytest.mark.parametrize("tags", [{}, {"dagster/backfill": "bf3"}], ids=["ahead-of-the-state", "backfill-from-empty"])
 def test_a_range_from_the_beginning_runs_in_order(deployment, spark, tags):
     defs, config = deployment
