@@ -116,7 +116,7 @@ def resumes_parent(instance: dg.DagsterInstance, tags, keys: Sequence[str], d, p
     late data in the range's first partitions never reached the sinks. Now those start the backfill again."""
     if position is None:
         return False
-    wanted = set(keys)
+    wanted, checkpoint = set(keys), dg.AssetKey(CHECKPOINT)
     kinds = {dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION}
     seen: set[str] = set()
     run_id = tags.get(PARENT_RUN_TAG)
@@ -126,11 +126,10 @@ def resumes_parent(instance: dg.DagsterInstance, tags, keys: Sequence[str], d, p
         if run is None or run.status == dg.DagsterRunStatus.SUCCESS:
             return False
         events = [entry.dagster_event for entry in instance.all_logs(run_id, of_type=kinds)
-                  if entry.dagster_event is not None and entry.dagster_event.partition in wanted]
+                  if entry.dagster_event.partition in wanted]
         if events:
             finished = [d.partitioning.epoch(e.partition) for e in events
-                        if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
-                        and e.asset_key == dg.AssetKey(CHECKPOINT)]
+                        if e.is_step_materialization and e.asset_key == checkpoint]
             return position == (max(finished) if finished else d.partitioning.epoch(keys[0]) - 1)
         run_id = run.tags.get(PARENT_RUN_TAG)
     return False

@@ -105,13 +105,7 @@ def run_partition(context: dg.AssetExecutionContext, epochal: EpochalResource, *
     runner.on_epoch = on_epoch
     epoch = d.partitioning.epoch(key)
     position = d.progress.load().last_done_epoch
-
-    def on_restore(restored) -> None:  # logged as it happens, so that a run dying later leaves them logged
-        _record_restore(context, d, restored, key)
-        if position is not None and position > epoch:
-            mark_out_of_date(context, d, range(epoch + 1, position + 1), f"rewound by the backfill of {key}")
-
-    runner.on_restore = on_restore
+    runner.on_restore = _restore_reporter(context, d, key, epoch, position, key)
     saved = _clear_failure(context, d, pipeline_name)
     try:
         report = _run(runner, key, epoch, position, backfill=BACKFILL_TAG in context.run.tags)
@@ -134,14 +128,8 @@ def _run_partitions(context, epochal: EpochalResource, keys: list[str], pipeline
     position = d.progress.load().last_done_epoch
     reporter = RangeReporter(context, d, keys)
     runner.on_epoch = reporter
-    last = d.partitioning.epoch(keys[-1])
-
-    def on_restore(restored) -> None:  # before the range's epochs, so that a run dying later leaves them logged
-        _record_restore(context, d, restored, keys[0])
-        if position is not None and position > last:
-            mark_out_of_date(context, d, range(last + 1, position + 1), f"rewound by the backfill of {keys[0]}..{keys[-1]}")
-
-    runner.on_restore = on_restore
+    runner.on_restore = _restore_reporter(context, d, keys[0], d.partitioning.epoch(keys[-1]), position,
+                                          f"{keys[0]}..{keys[-1]}")
     where = "the beginning" if position is None else d.partitioning.key(position)
     context.log.info(f"{len(keys)} partitions {keys[0]}..{keys[-1]} in this run, one SparkSession; the state is at {where}")
     saved = _clear_failure(context, d, pipeline_name)
@@ -215,6 +203,18 @@ def mark_out_of_date(context, d, epochs: range, reason: str) -> None:
     meta = {"out_of_date": True, "reason": reason}
     for key in keys:
         context.log_event(dg.AssetObservation(CHECKPOINT, partition=key, metadata=meta))
+
+
+def _restore_reporter(context, d, key: str, last: int, position: int | None, what: str):
+    """The runner's ``on_restore`` for a run from ``key`` to epoch ``last``: the restore observed on the state's
+    assets and the partitions it rewound past ``last`` marked out of date, both as it happens, before the run's
+    epochs, so that a run dying later leaves them logged."""
+    def on_restore(restored: Restored) -> None:
+        _record_restore(context, d, restored, key)
+        if position is not None and position > last:
+            mark_out_of_date(context, d, range(last + 1, position + 1), f"rewound by the backfill of {what}")
+
+    return on_restore
 
 
 def _record_restore(context, d, restored: Restored, key: str) -> None:

@@ -17,7 +17,9 @@ import pytest
 
 from epochal.pipeline.checks import UPSERTS_AT_END
 from epochal.pipeline.runner import EpochRunner
-from tests.orchestration.test_dagster_runs import KEYS, _expected, _run, _totals, deployment  # noqa: F401
+from tests.orchestration.test_dagster_runs import (  # noqa: F401
+    KEYS, _expected, _run, _totals, deployment, run_epoch_dying_at,
+)
 
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 PROGRESS = re.compile(r"^epoch (\d+) of (\d+) \((\S+)\): checkpoint (\d+) completed in \d+\.\d s$")
@@ -166,17 +168,10 @@ def test_a_backfill_that_dies_after_its_restore_has_marked_the_partitions_after_
     run's end only, so a run that died after its restore left them showing as materialized, the state before them,
     and its re-execution (which starts inside the range) never marked them either."""
     defs, _ = deployment
-    original = EpochRunner.run_epoch
-
-    def dies_at_the_second_epoch(self, epoch, **kwargs):
-        if epoch == 1:
-            raise RuntimeError("executor lost (test)")
-        return original(self, epoch, **kwargs)
-
     with dg.instance_for_test() as instance:
         for key in KEYS:
             _run(defs, instance, key)
-        monkeypatch.setattr(EpochRunner, "run_epoch", dies_at_the_second_epoch)
+        monkeypatch.setattr(EpochRunner, "run_epoch", run_epoch_dying_at(1))
         died = _range_run(defs, instance, KEYS[:2], {"dagster/backfill": "bf6"}, raise_on_error=False)
         assert not died.success
         marked = [e.dagster_event.partition for e in instance.all_logs(died.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION)

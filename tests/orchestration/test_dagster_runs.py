@@ -42,6 +42,20 @@ def deployment(tmp_path: Path, spark):
     PIPELINES.pop("toy", None)
 
 
+def run_epoch_dying_at(dies: int):
+    """``EpochRunner.run_epoch`` that raises at epoch ``dies`` (an executor lost), for monkeypatching."""
+    from epochal.pipeline.runner import EpochRunner
+
+    original = EpochRunner.run_epoch
+
+    def run_epoch(self, epoch, **kwargs):
+        if epoch == dies:
+            raise RuntimeError("executor lost (test)")
+        return original(self, epoch, **kwargs)
+
+    return run_epoch
+
+
 def _run(defs, instance, key, tags=None):
     result = defs.resolve_job_def("toy_epochs").execute_in_process(partition_key=key, instance=instance, tags=tags or {})
     assert result.success
@@ -329,15 +343,9 @@ def test_a_catch_up_epoch_is_reported_as_it_ends_with_its_checks_even_when_the_r
 
     defs, _ = deployment
     original = EpochRunner.run_epoch
-
-    def dies_at_the_third_epoch(self, epoch, **kwargs):
-        if epoch == 2:
-            raise RuntimeError("executor lost (test)")
-        return original(self, epoch, **kwargs)
-
     with dg.instance_for_test() as instance:
         _run(defs, instance, KEYS[0])
-        monkeypatch.setattr(EpochRunner, "run_epoch", dies_at_the_third_epoch)
+        monkeypatch.setattr(EpochRunner, "run_epoch", run_epoch_dying_at(2))
         died = defs.resolve_job_def("toy_epochs").execute_in_process(partition_key=KEYS[2], instance=instance, raise_on_error=False)
         assert not died.success
         materialized = [e.dagster_event.event_specific_data.materialization  # as the instance stored them
