@@ -182,9 +182,17 @@ class StandaloneCluster:
         return daemon
 
 
-def _get_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
+def _get_json(url: str, attempts: int = 5):
+    """A daemon's JSON page. Asked again on a dropped connection: a worker's web UI on a loaded 2-core machine
+    closed one without a response (fresh clone, 2026-12-06 22:5x, mid-epoch of the cluster test)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return json.loads(response.read())
+        except (ConnectionError, urllib.error.URLError):
+            if attempt == attempts:
+                raise
+            time.sleep(0.5 * attempt)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
