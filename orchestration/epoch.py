@@ -209,15 +209,25 @@ def _restore_reporter(context, d, key: str, last: int, position: int | None, wha
     """The runner's ``on_restore`` for a run from ``key`` to epoch ``last``: the restore observed on the state's
     assets and the partitions it rewound past ``last`` marked out of date, both as it happens, before the run's
     epochs, so that a run dying later leaves them logged."""
-    def on_restore(restored: Restored) -> None:
-        _record_restore(context, d, restored, key)
+    def on_restore(restored: Restored, backfill: bool) -> None:
+        _record_restore(context, d, restored, key, backfill)
         if position is not None and position > last:
-            mark_out_of_date(context, d, range(last + 1, position + 1), f"rewound by the backfill of {what}")
+            cause = f"the backfill of {what}" if backfill else f"the recovery before {what}"
+            mark_out_of_date(context, d, range(last + 1, position + 1), f"rewound by {cause}")
 
     return on_restore
 
 
-def _record_restore(context, d, restored: Restored, key: str) -> None:
-    meta = restore_metadata(restored, f"restored before backfilling from {key}")
+def _record_restore(context, d, restored: Restored, key: str, backfill: bool) -> None:
+    """The restore observed on the state's assets at ``key``: a backfill's own restore, or a recovery (the last run
+    or restore died: the latest completed checkpoint restored, and this run goes on from it). Found from outside
+    (2026-12-06): a resumed re-execution's recovery was labelled a backfill's restore from ``key``, on a partition
+    the killed run had materialized and the recovery did not rewind."""
+    if backfill:
+        action = f"restored before backfilling from {key}"
+    else:
+        where = "empty state" if restored.epoch is None else f"{restored.partition}"
+        action = f"recovered after a run or restore that died: restored to {where}, running on from there"
+    meta = restore_metadata(restored, action)
     for name in [s.name for s in d.pipeline.stateful_stages] + [CHECKPOINT]:
         context.log_event(dg.AssetObservation(name, partition=key, metadata=meta))

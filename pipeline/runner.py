@@ -96,8 +96,10 @@ class EpochRunner:
     def __init__(self, deployment: Deployment, *, on_epoch: Callable[[EpochReport], None] | None = None) -> None:
         self.d = deployment
         self.on_epoch = on_epoch
-        #: Called as soon as a run has restored the state (a recovery or a backfill's restore), before its epochs.
-        self.on_restore: Callable[[Restored], None] | None = None
+        #: Called as soon as a run has restored the state, before its epochs, with the restore and whether it was
+        #: the backfill's own (``--from``: rewinding to before its first partition) rather than a recovery after a
+        #: run or restore that died.
+        self.on_restore: Callable[[Restored, bool], None] | None = None
         self.recovery = Recovery(deployment)
         self._last_checkpoint_epoch: int | None = None
         #: The last epoch the first announced run goes to (:meth:`expect_run`): an epoch before it is not where
@@ -128,6 +130,7 @@ class EpochRunner:
         position = progress.last_done_epoch
         if position is None and progress.clean and report.restored is None and self.d.coordinator.store.latest() is None:
             refuse_written_sinks(self.d.sinks, self.d.storage.base_url)  # never start from empty state silently
+        recovered = report.restored
         if from_ is not None:
             first, backfill = self._backfill_start(from_, position, report, recovered_by_backfill)
             replan = replan or backfill
@@ -136,7 +139,7 @@ class EpochRunner:
         last = self._last_epoch(to, now)
         self._count_interval_from(report.restored, first)
         if report.restored is not None and self.on_restore is not None:
-            self.on_restore(report.restored)
+            self.on_restore(report.restored, recovered_by_backfill or report.restored is not recovered)
         ends_announced = last >= (self._announced_last or 0)  # else this process runs on past ``last``
         if first <= last:  # a SinkSpec changed since its table was written: said before any stage runs
             for sink in self.d.sinks.values():

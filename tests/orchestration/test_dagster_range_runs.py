@@ -117,6 +117,39 @@ def test_a_reexecution_of_a_range_run_that_died_half_way_continues_from_the_stat
     assert _totals(spark, config) == _expected(3)
 
 
+def test_a_reexecution_after_a_death_inside_an_epoch_records_its_recovery_as_one(deployment, spark, monkeypatch):
+    """Found from outside (probe 11, 2026-12-06): a range run that died inside an epoch left the state in flight;
+    its re-execution restored the latest completed checkpoint (a recovery, as after any crash) and went on, but
+    the restore was labelled "restored before backfilling from" the range's first partition, which it did not
+    rewind."""
+    from epochal.pipeline import faults
+
+    defs, config = deployment
+
+    def dies() -> None:
+        raise RuntimeError("executor lost inside the epoch (test)")
+
+    monkeypatch.setattr(faults, "_die", dies)
+    monkeypatch.setattr(faults, "_hits", {})
+    monkeypatch.setenv("EPOCHAL_CRASH_AT", "in_stage:2")
+    with dg.instance_for_test() as instance:
+        first = _range_run(defs, instance, KEYS, {"dagster/backfill": "bf7"}, raise_on_error=False)
+        assert not first.success
+        monkeypatch.delenv("EPOCHAL_CRASH_AT")
+        again = _range_run(defs, instance, KEYS, {"dagster/backfill": "bf7", "dagster/parent_run_id": first.run_id,
+                                                  "dagster/root_run_id": first.run_id})
+        assert again.success
+        assert sorted(_by_partition(instance, again)["checkpoint"]) == KEYS[2:], "continued from the state"
+        restores = [e.event_specific_data.asset_observation.metadata for e in again.all_events
+                    if e.event_type_value == "ASSET_OBSERVATION"
+                    and "restored_epoch" in e.event_specific_data.asset_observation.metadata]
+        assert restores, "the recovery's restore is recorded"
+        assert {m["restored_epoch"].value for m in restores} == {1}
+        actions = {m["action"].value for m in restores}
+        assert all(a.startswith("recovered after a run or restore that died: restored to " + KEYS[1]) for a in actions), actions
+    assert _totals(spark, config) == _expected(3)
+
+
 def test_a_reexecution_of_a_range_run_that_died_before_its_restore_replays_the_whole_range(deployment, spark,
                                                                                            monkeypatch):
     """Found from outside (probe 10, 2026-12-06): a backfill run killed while its JVM started left the state where
