@@ -83,11 +83,7 @@ def build_savepoint_sensor(settings: Settings, savepoint_job, version: str, name
         cursor = _cursor(context.cursor)
         completed = sorted(int(s.checkpoint_id) for s in checkpoints.stats() if s.status.value == "completed" and s.kind.value == "checkpoint")
         requests: list[dg.RunRequest] = []
-        for name in checkpoints.savepoint_requests():
-            if name in cursor["requests"]:
-                continue
-            cursor["requests"].append(name)
-            requests.append(_request(f"request:{name}", f"request-{_SAFE.sub('-', name)}", "request"))
+        requests += _requested(cursor, checkpoints)
         if every and completed:
             newer = [c for c in completed if c > cursor["every_from"]]
             if len(newer) >= every:
@@ -103,6 +99,37 @@ def build_savepoint_sensor(settings: Settings, savepoint_job, version: str, name
         return requests
 
     return savepoints
+
+
+def _requested(cursor: dict, checkpoints: CheckpointStorageResource) -> list[dg.RunRequest]:
+    """A savepoint run for each request file not handled yet, or written anew since it was (the cursor keeps each
+    file's time). Found from outside (probe 12, 2026-12-07): a request file written again was ignored for good,
+    the sensor saying there was no request, and two files whose names clean up to the same savepoint name gave a
+    run that failed on the name taken. The first request of a name makes ``request-<name>``; a name already
+    taken (by a savepoint, or by a run requested before) gets the file's time after it."""
+    handled: dict = cursor.setdefault("handled", {})
+    taken = checkpoints.savepoint_names() | set(cursor.setdefault("names", []))
+    runs = []
+    for name, stamp in checkpoints.savepoint_requests().items():
+        if name in cursor["requests"] and name not in handled:  # handled before the cursor kept the times
+            handled[name] = stamp
+        if handled.get(name) == stamp:
+            continue
+        savepoint = base = f"request-{_SAFE.sub('-', name).replace('..', '-')}"[:100]
+        if savepoint in taken:
+            savepoint = base = f"{base}-{stamp}" if stamp else base
+            n = 1
+            while savepoint in taken:
+                n += 1
+                savepoint = f"{base}-{n}"
+        run_key = f"request:{name}" if name not in cursor["requests"] else f"request:{name}@{stamp}"
+        if name not in cursor["requests"]:
+            cursor["requests"].append(name)
+        handled[name] = stamp
+        taken.add(savepoint)
+        cursor["names"].append(savepoint)
+        runs.append(_request(run_key, savepoint, "request"))
+    return runs
 
 
 def _request(run_key: str, name: str, reason: str) -> dg.RunRequest:

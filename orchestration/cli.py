@@ -257,13 +257,15 @@ def _say_rewound(runner, before: int | None) -> None:
               f"{key(before)}, were rewound and are replayed by the next `epochal run`", file=sys.stderr)
 
 
-def _checkpoint_row(key: Callable[[int], str], c) -> dict[str, Any]:
+def _checkpoint_row(key: Callable[[int], str], c, on_history: bool = True) -> dict[str, Any]:
     m = c.metadata
     return {
         "id": int(c.checkpoint_id),
         "epoch": int(m.epoch),
         "partition": key(int(m.epoch)),
         "status": c.status.value if hasattr(c.status, "value") else str(c.status),
+        # False: a snapshot of a history the state left (a later restore rewound past it): restored only by name
+        "on_history": on_history,
         "kind": m.kind.value,
         "name": m.savepoint_name,  # a savepoint's (None for a checkpoint)
         "created": m.completed_at.isoformat(),
@@ -308,11 +310,18 @@ def _checkpoint_view(settings) -> tuple[Any, Callable[[Any], Any], Callable[[int
 def cmd_checkpoints(args) -> Any:
     if args.action == "reset-failures":
         return _reset_failures(_settings(args))
-    store, resolve, key = _checkpoint_view(_settings(args))
+    from epochal.state.checkpoint.lineage import Lineage
+    from epochal.state.checkpoint.storage import CheckpointStorage
+
+    settings = _settings(args)
+    store, resolve, key = _checkpoint_view(settings)
+    lineage = Lineage(CheckpointStorage(settings.checkpoints.dir, settings.checkpoints.savepoints_dir))
     if args.action == "list":
-        return {"checkpoints": [_checkpoint_row(key, c) for c in sorted(store.all(), key=lambda c: int(c.checkpoint_id))]}
+        retained = sorted(store.all(), key=lambda c: int(c.checkpoint_id))
+        off = {int(c.checkpoint_id) for c in lineage.off_history(retained)}
+        return {"checkpoints": [_checkpoint_row(key, c, int(c.checkpoint_id) not in off) for c in retained]}
     checkpoint = resolve(args.id)
-    row = _checkpoint_row(key, checkpoint)
+    row = _checkpoint_row(key, checkpoint, checkpoint.status.value != "retained" or not lineage.off_history([checkpoint]))
     row["handles"] = [h.model_dump(mode="json") for h in checkpoint.metadata.handles]
     row["source_positions"] = checkpoint.metadata.source_positions
     return row

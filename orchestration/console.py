@@ -72,7 +72,7 @@ def _when(text: str | None) -> str:
 def checkpoints(document: dict[str, Any]) -> str:
     """``epochal checkpoints list``: one line per retained checkpoint and savepoint, oldest first."""
     rows = [
-        [c["id"], f"{c['kind']} {c['name']}" if c.get("name") else c["kind"], c["status"], c["epoch"], c["partition"], _when(c["created"]), seconds(c["duration_s"]),
+        [c["id"], f"{c['kind']} {c['name']}" if c.get("name") else c["kind"], _status(c), c["epoch"], c["partition"], _when(c["created"]), seconds(c["duration_s"]),
          c["state_rows"], size(c["state_bytes"]), size(c["bytes_written"]), c["parallelism"], c["metadata_path"]]
         for c in document["checkpoints"]
     ]
@@ -83,11 +83,16 @@ def checkpoints(document: dict[str, Any]) -> str:
     return text_table(headers, rows, right=(0, 3, 6, 7, 8, 9, 10))
 
 
+def _status(c: dict[str, Any]) -> str:
+    """The retention status, and whether the snapshot is off the state's history (restored only when named)."""
+    return c["status"] if c.get("on_history", True) else f"{c['status']}, off history"
+
+
 def checkpoint(document: dict[str, Any]) -> str:
     """``epochal checkpoints inspect ID``: the checkpoint, its state handles, its source positions."""
     c = document
     lines = [
-        f"{c['kind']} {c['id']} ({c['status']}): epoch {c['epoch']}, partition {c['partition']}",
+        f"{c['kind']} {c['id']} ({_status(c)}): epoch {c['epoch']}, partition {c['partition']}",
         f"  completed    {_when(c['created'])}, in {seconds(c['duration_s'])}",
         f"  state        {c['state_rows']} rows, {size(c['state_bytes'])} ({size(c['bytes_written'])} written by it)",
         f"  parallelism  {c['parallelism']}",

@@ -10,6 +10,7 @@
 """
 
 
+from datetime import timezone
 from typing import Dict, Optional
 
 import dagster as dg
@@ -76,11 +77,24 @@ class CheckpointStorageResource(dg.ConfigurableResource):
         """The checkpoint statistics history (completed and failed), oldest first."""
         return JsonLinesStatsHistory(self.storage()).load()
 
-    def savepoint_requests(self) -> list[str]:
-        """Names of savepoint request files under ``<checkpoints>/requests/savepoint/``."""
+    def savepoint_requests(self) -> dict[str, str]:
+        """The savepoint request files under ``<checkpoints>/requests/savepoint/``, each with when it was written
+        (ISO 8601 UTC to the second; empty where the filesystem does not say): a file written anew is a new
+        request."""
         storage = self.storage()
         folder = storage.child("requests", "savepoint")
-        return sorted(storage.list_names(folder)) if storage.exists(folder) else []
+        if not storage.exists(folder):
+            return {}
+        stamps = {}
+        for name in sorted(storage.list_names(folder)):
+            written = storage.modified_at(storage.child("requests", "savepoint", name))
+            stamps[name] = "" if written is None else written.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        return stamps
+
+    def savepoint_names(self) -> set[str]:
+        """The savepoints' folder names."""
+        storage = self.storage()
+        return set(storage.list_savepoints()) if storage.exists(storage.savepoints_url) else set()
 
 
 class EpochalResource(dg.ConfigurableResource):

@@ -27,6 +27,7 @@ from epochal.pipeline.lease import leased
 from epochal.pipeline.sinks import forward_gap
 from epochal.pipeline.stage import SinkMode
 from epochal.state.checkpoint import CompletedCheckpoint
+from epochal.state.checkpoint.lineage import Lineage, describe
 
 log = logging.getLogger("epochal.recovery")
 
@@ -145,6 +146,7 @@ class Recovery:
         epoch = None if result.started_empty else int(result.epoch)
         self._drop_checkpoints_after(epoch)
         by_content = self._rewind_sinks(epoch, result.sinks)
+        self._record_history(epoch, None if result.started_empty else self._local_id(result))
         if parallelism is not None:  # a rescale: the pipeline runs with it from now on (recorded with the position)
             self.d.parallelism = parallelism
         self.d.progress.reset(epoch, parallelism=parallelism)
@@ -194,14 +196,27 @@ class Recovery:
 
     def candidates_before(self, epoch: int) -> list[CompletedCheckpoint]:
         """The retained checkpoints and savepoints a backfill from ``epoch`` can restore, oldest first; refused when
-        there are none and ``epoch`` is not the first (read from the store's Delta log: no JVM needed)."""
+        there are none and ``epoch`` is not the first (read from the store's Delta log: no JVM needed). Those off
+        the state's history (taken before a later restore rewound past them) are never chosen: restoring one would
+        bring back a state without the replay's rows (:mod:`epochal.state.checkpoint.lineage`)."""
         retained = sorted(self.d.coordinator.store.all(), key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id)))
-        candidates = [c for c in retained if int(c.metadata.epoch) < epoch]
+        off = {int(c.checkpoint_id) for c in Lineage(self.d.storage).off_history(retained)}
+        before = [c for c in retained if int(c.metadata.epoch) < epoch]
+        candidates = [c for c in before if int(c.checkpoint_id) not in off]
+        for entry in before:
+            if int(entry.checkpoint_id) in off:
+                log.warning("not restoring %s before the backfill: it is off the state's history (a later restore "
+                            "rewound past it, and the epochs after that were run again)", describe(entry))
         if not candidates and epoch != 0:
             key = self.d.partitioning.key
+            passed = [describe(c) for c in before if int(c.checkpoint_id) in off]
+            why = (f" ({', '.join(passed)} {'is' if len(passed) == 1 else 'are'} off the state's history: a later "
+                   "restore rewound past it and the epochs after that were run again; restore one by name or id to "
+                   "go back to that history)") if passed else ""
             raise PipelineError(
-                f"no checkpoint or savepoint before partition {key(epoch)} is retained.",
-                action=f"backfill from {_earliest_starts(retained, key)} instead",
+                f"no checkpoint or savepoint before partition {key(epoch)} is retained{why}.",
+                action=f"backfill from {_earliest_starts([c for c in retained if int(c.checkpoint_id) not in off], key)} "
+                       "instead",
                 partition=key(epoch),
             )
         return candidates
@@ -239,9 +254,23 @@ class Recovery:
         self._reset_backends()
         self._drop_checkpoints_after(None)
         self._rewind_sinks(None)
+        self._record_history(None, None)
         self.d.progress.reset(None)
         return Restored(checkpoint_id=None, kind=None, epoch=None, partition=None, parallelism=self.d.parallelism,
                         sinks_by_content=tuple(self.d.sinks))
+
+    def _record_history(self, epoch: int | None, restored: int | None) -> None:
+        """The restore in the state's history (:mod:`epochal.state.checkpoint.lineage`), before the run position
+        says it is done: a restore that dies before it is done again, and recorded then."""
+        Lineage(self.d.storage, self.d.fence).record(
+            after=self.d.coordinator.last_claimed_id(), epoch=epoch, restored=restored)
+
+    def _local_id(self, result) -> int | None:
+        """The restored snapshot's id if it is one of this storage's (else a savepoint of another deployment)."""
+        entry = self.d.coordinator.store.get(int(result.checkpoint_id))
+        if entry is None or _bare(entry.metadata_path) != _bare(result.metadata_path):
+            return None
+        return int(result.checkpoint_id)
 
     def _drop_checkpoints_after(self, epoch: int | None) -> None:
         """Remove retained checkpoints of epochs after the restored one (before the sinks are rewound).
@@ -282,6 +311,11 @@ class Recovery:
                             "view() to rebuild it from: it starts empty", name, stage_name)
             sink.rewind(epoch, view)
         return by_content
+
+
+def _bare(path: str) -> str:
+    """A metadata path without its ``file:`` scheme, to compare two spellings of one file."""
+    return path.removeprefix("file://").removeprefix("file:").rstrip("/")
 
 
 def _earliest_starts(retained: list[CompletedCheckpoint], key) -> str:

@@ -111,6 +111,11 @@ class CheckpointCoordinator:
     def stats(self) -> CheckpointStatsTracker:
         return self._stats
 
+    def last_claimed_id(self) -> int | None:
+        """The highest checkpoint id claimed so far (ids only grow: a later snapshot has a higher one)."""
+        last = self._ids.last_id()
+        return None if last is None else int(last)
+
     @property
     def failures(self) -> CheckpointFailureManager:
         return self._failures

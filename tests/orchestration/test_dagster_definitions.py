@@ -6,6 +6,7 @@ Uses Dagster's own testing APIs (schedule and sensor contexts on a test instance
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -180,6 +181,19 @@ def test_savepoint_sensor_fires_once_per_reason(defs, config):
         result, cursor = _tick(sensor, instance, cursor, resources)
         assert [r.run_key for r in result.run_requests] == ["request:before upgrade"]
         assert result.run_requests[0].run_config["ops"]["take_savepoint"]["config"]["name"] == "request-before-upgrade"
+        result, cursor = _tick(sensor, instance, cursor, resources)
+        assert not result.run_requests
+        # Found from outside (probe 12): a request file written anew was ignored for good, and two files whose
+        # names clean up to the same savepoint name gave a run failing on the name taken. Each is a new savepoint.
+        request = storage.child("requests", "savepoint", "before upgrade")
+        storage.write_atomic(request, b"again")
+        os.utime(request.removeprefix("file://"), (1796601600, 1796601600))  # 2026-12-07 00:00:00 UTC
+        storage.write_atomic(storage.child("requests", "savepoint", "before-upgrade"), b"")
+        result, cursor = _tick(sensor, instance, cursor, resources)
+        names = sorted(r.run_config["ops"]["take_savepoint"]["config"]["name"] for r in result.run_requests)
+        assert names[0] == "request-before-upgrade-20261207T000000Z", names
+        assert names[1].startswith("request-before-upgrade-") and len(set(names) | {"request-before-upgrade"}) == 3
+        assert "request:before upgrade@20261207T000000Z" in [r.run_key for r in result.run_requests]
         result, cursor = _tick(sensor, instance, cursor, resources)
         assert not result.run_requests
 
