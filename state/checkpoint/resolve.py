@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from epochal.state.checkpoint.completed import CompletedCheckpoint, RetentionStatus
+from epochal.state.checkpoint.lineage import Lineage
 from epochal.state.errors import CheckpointNotFound
 from epochal.state.checkpoint.metadata import CheckpointMetadata, deserialize
 from epochal.state.checkpoint.storage import CheckpointPointer, CheckpointStorage, PointerKind
@@ -56,6 +57,14 @@ class CheckpointResolver:
             return self._committed(metadata.checkpoint_id, found)
         return CompletedCheckpoint(metadata=metadata, metadata_path=found.metadata_path, status=RetentionStatus.EXTERNAL)
 
+    def _rewound_since(self, checkpoint_id: int) -> str | None:
+        """The last restore after ``checkpoint_id`` (``_lineage.json``), as the reason it may have been removed."""
+        rewinds = [r for r in Lineage(self._storage).load() if r.after >= checkpoint_id]
+        if not rewinds:
+            return None
+        to = "empty state" if rewinds[-1].epoch < 0 else f"epoch {rewinds[-1].epoch}"
+        return f"a restore after it rewound the state to {to} and removed the checkpoints of the epochs after that"
+
     def uncommitted_dirs(self, pending_ids: Iterable[int] = ()) -> list[tuple[CheckpointId, str]]:
         """``chk-<id>`` folders that are neither in the store nor pending: left by failed or
         interrupted completions, safe for cleanup to delete."""
@@ -79,11 +88,15 @@ class CheckpointResolver:
             retained = [int(e.checkpoint_id) for e in self._store.all()]  # a rewind drops the newest: not "the newest"
             newest = f"the newest retained is {max(retained)}" if retained else "none is retained"
             abandoned = [name for name, taken in savepoints_in_progress(self._storage) if taken == checkpoint_id]
+            rewound = self._rewound_since(checkpoint_id)
             why = (f"it is savepoint '{abandoned[0]}' ({self._storage.savepoint_dir(abandoned[0])}), which was never "
                    "committed: its process died while writing it, and the next savepoint removes its folder"
                    if abandoned else
                    f"no checkpoint {checkpoint_id} was completed yet ({newest})"
                    if known and checkpoint_id > max(known) else
+                   f"{rewound}, the likely reason; else it failed, or retention released it and the store forgot it "
+                   "(it remembers the last released ones)"
+                   if known and rewound else
                    "it failed, its completion was interrupted, or it was released long ago and the store forgot it "
                    "(it remembers the last released ones)" if known else "it was never completed (the store holds none)")
             raise CheckpointNotFound(
@@ -91,9 +104,10 @@ class CheckpointResolver:
                 action=_LIST, pointer=found.pointer, checkpoint_id=checkpoint_id,
             )
         if not entry.status.restorable:
+            rewound = self._rewound_since(checkpoint_id) if entry.status is not RetentionStatus.SUBSUMED else None
             raise CheckpointNotFound(
                 f"Checkpoint {checkpoint_id} ({found.metadata_path}) is {entry.status.value}: it is no longer retained "
-                "and its files may be gone.",
+                f"and its files may be gone{f' ({rewound})' if rewound else ''}.",
                 action=_LIST, pointer=found.pointer, checkpoint_id=checkpoint_id, status=entry.status.value,
             )
         return entry

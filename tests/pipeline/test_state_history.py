@@ -16,6 +16,7 @@ import pytest
 
 import tests.support.toy_pipeline as toy
 from epochal.pipeline.errors import PipelineError
+from epochal.state.errors import CheckpointNotRestorable
 from epochal.state.checkpoint.lineage import LINEAGE_FILE, RestoreRecord, history, on_history
 from tests.pipeline.test_runner import _deploy, _runner, _sinks
 
@@ -55,6 +56,7 @@ def test_a_backfill_never_restores_a_savepoint_a_replay_left_behind(spark, tmp_p
     runner = _runner(spark, _deploy(tmp_path, interval_epochs=1, retain=2))
     runner.run(to="2026-11-01-02:00")
     runner.savepoint("before-the-late-file")  # epoch 2
+    replayed = max(int(c.checkpoint_id) for c in runner.d.coordinator.store.all() if not c.is_savepoint)
     late = tmp_path / "landing" / "dt=2026-11-01" / "hour=02" / "part-0001.jsonl"
     late.write_text(json.dumps({"key": "late", "n": 1000}) + "\n")
     runner.run(from_="2026-11-01-02:00", to="2026-11-01-02:00")  # the replay: from the checkpoint of epoch 1
@@ -63,6 +65,8 @@ def test_a_backfill_never_restores_a_savepoint_a_replay_left_behind(spark, tmp_p
     with_late = _sinks(runner)
     assert with_late[0]["late"] == 1000
     assert (tmp_path / "checkpoints" / LINEAGE_FILE).exists()
+    with pytest.raises(CheckpointNotRestorable, match="a restore after it rewound the state to epoch 1"):
+        runner.restore(replayed)  # the checkpoint of epoch 2 the replay removed: the message says why (probe 12)
 
     with pytest.raises(PipelineError) as refused:
         runner.run(from_="2026-11-01-03:00", to="2026-11-01-04:00")
