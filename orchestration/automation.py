@@ -115,13 +115,13 @@ def _requested(cursor: dict, checkpoints: CheckpointStorageResource) -> list[dg.
             handled[name] = stamp
         if handled.get(name) == stamp:
             continue
-        savepoint = base = f"request-{_SAFE.sub('-', name).replace('..', '-')}"[:100]
-        if savepoint in taken:
-            savepoint = base = f"{base}-{stamp}" if stamp else base
-            n = 1
-            while savepoint in taken:
-                n += 1
-                savepoint = f"{base}-{n}"
+        base = f"request-{_SAFE.sub('-', name).replace('..', '-')}"[:100]
+        if base in taken and stamp:
+            base = f"{base}-{stamp}"
+        savepoint, n = base, 1
+        while savepoint in taken:
+            n += 1
+            savepoint = f"{base}-{n}"
         run_key = f"request:{name}" if name not in cursor["requests"] else f"request:{name}@{stamp}"
         if name not in cursor["requests"]:
             cursor["requests"].append(name)

@@ -289,7 +289,7 @@ def _reset_failures(settings) -> dict[str, Any]:
     return {"was_failed": before.failed, "cleared": [f.describe() for f in before.failures]}
 
 
-def _checkpoint_view(settings) -> tuple[Any, Callable[[Any], Any], Callable[[int], str]]:
+def _checkpoint_view(settings) -> tuple[Any, Any, Callable[[Any], Any], Callable[[int], str]]:
     """The completed-checkpoint store, a resolver and partition keys, read without Spark (no JVM is started).
 
     A store that lists nothing may have been lost: the savepoints left under ``savepoints/`` are registered
@@ -304,24 +304,23 @@ def _checkpoint_view(settings) -> tuple[Any, Callable[[Any], Any], Callable[[int
     storage = CheckpointStorage(settings.checkpoints.dir, settings.checkpoints.savepoints_dir)
     store = DeltaCompletedCheckpointStore(None, storage.completed_store_url, settings.checkpoints.retain)
     rebuild_store(storage, store)
-    return store, CheckpointResolver(storage, store).resolve, Partitioning.from_settings(settings.partitions).key
+    return storage, store, CheckpointResolver(storage, store).resolve, Partitioning.from_settings(settings.partitions).key
 
 
 def cmd_checkpoints(args) -> Any:
     if args.action == "reset-failures":
         return _reset_failures(_settings(args))
+    from epochal.state.checkpoint.completed import RetentionStatus
     from epochal.state.checkpoint.lineage import Lineage
-    from epochal.state.checkpoint.storage import CheckpointStorage
 
-    settings = _settings(args)
-    store, resolve, key = _checkpoint_view(settings)
-    lineage = Lineage(CheckpointStorage(settings.checkpoints.dir, settings.checkpoints.savepoints_dir))
+    storage, store, resolve, key = _checkpoint_view(_settings(args))
+    lineage = Lineage(storage)
     if args.action == "list":
         retained = sorted(store.all(), key=lambda c: int(c.checkpoint_id))
         off = {int(c.checkpoint_id) for c in lineage.off_history(retained)}
         return {"checkpoints": [_checkpoint_row(key, c, int(c.checkpoint_id) not in off) for c in retained]}
     checkpoint = resolve(args.id)
-    row = _checkpoint_row(key, checkpoint, checkpoint.status.value != "retained" or not lineage.off_history([checkpoint]))
+    row = _checkpoint_row(key, checkpoint, checkpoint.status is not RetentionStatus.RETAINED or not lineage.off_history([checkpoint]))
     row["handles"] = [h.model_dump(mode="json") for h in checkpoint.metadata.handles]
     row["source_positions"] = checkpoint.metadata.source_positions
     return row

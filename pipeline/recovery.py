@@ -28,6 +28,7 @@ from epochal.pipeline.sinks import forward_gap
 from epochal.pipeline.stage import SinkMode
 from epochal.state.checkpoint import CompletedCheckpoint
 from epochal.state.checkpoint.lineage import Lineage, describe
+from epochal.state.delta.paths import to_url
 
 log = logging.getLogger("epochal.recovery")
 
@@ -200,23 +201,17 @@ class Recovery:
         the state's history (taken before a later restore rewound past them) are never chosen: restoring one would
         bring back a state without the replay's rows (:mod:`epochal.state.checkpoint.lineage`)."""
         retained = sorted(self.d.coordinator.store.all(), key=lambda c: (int(c.metadata.epoch), int(c.checkpoint_id)))
-        off = {int(c.checkpoint_id) for c in Lineage(self.d.storage).off_history(retained)}
-        before = [c for c in retained if int(c.metadata.epoch) < epoch]
-        candidates = [c for c in before if int(c.checkpoint_id) not in off]
-        for entry in before:
-            if int(entry.checkpoint_id) in off:
-                log.warning("not restoring %s before the backfill: it is off the state's history (a later restore "
-                            "rewound past it, and the epochs after that were run again)", describe(entry))
+        retained, off = Lineage(self.d.storage).split(retained, "before a backfill")
+        candidates = [c for c in retained if int(c.metadata.epoch) < epoch]
         if not candidates and epoch != 0:
             key = self.d.partitioning.key
-            passed = [describe(c) for c in before if int(c.checkpoint_id) in off]
+            passed = [describe(c) for c in off if int(c.metadata.epoch) < epoch]
             why = (f" ({', '.join(passed)} {'is' if len(passed) == 1 else 'are'} off the state's history: a later "
                    "restore rewound past it and the epochs after that were run again; restore one by name or id to "
                    "go back to that history)") if passed else ""
             raise PipelineError(
                 f"no checkpoint or savepoint before partition {key(epoch)} is retained{why}.",
-                action=f"backfill from {_earliest_starts([c for c in retained if int(c.checkpoint_id) not in off], key)} "
-                       "instead",
+                action=f"backfill from {_earliest_starts(retained, key)} instead",
                 partition=key(epoch),
             )
         return candidates
@@ -268,7 +263,7 @@ class Recovery:
     def _local_id(self, result) -> int | None:
         """The restored snapshot's id if it is one of this storage's (else a savepoint of another deployment)."""
         entry = self.d.coordinator.store.get(int(result.checkpoint_id))
-        if entry is None or _bare(entry.metadata_path) != _bare(result.metadata_path):
+        if entry is None or to_url(entry.metadata_path) != to_url(result.metadata_path):
             return None
         return int(result.checkpoint_id)
 
@@ -311,11 +306,6 @@ class Recovery:
                             "view() to rebuild it from: it starts empty", name, stage_name)
             sink.rewind(epoch, view)
         return by_content
-
-
-def _bare(path: str) -> str:
-    """A metadata path without its ``file:`` scheme, to compare two spellings of one file."""
-    return path.removeprefix("file://").removeprefix("file:").rstrip("/")
 
 
 def _earliest_starts(retained: list[CompletedCheckpoint], key) -> str:

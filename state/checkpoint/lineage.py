@@ -78,6 +78,19 @@ class Lineage:
         self._fence("record the restore in the state's history")
         self._storage.write_atomic(self._path, json.dumps({"restores": [asdict(r) for r in records]}).encode())
 
+    def split(self, entries: Iterable[CompletedCheckpoint], doing: str
+              ) -> tuple[list[CompletedCheckpoint], list[CompletedCheckpoint]]:
+        """``entries`` on the state's history (in their order) and those off it, each of these named in a warning:
+        never restored when ``doing`` (a backfill's restore, a restore without a pointer)."""
+        entries = list(entries)
+        off = {int(e.checkpoint_id) for e in self.off_history(entries)}
+        for entry in entries:
+            if int(entry.checkpoint_id) in off:
+                log.warning("not restoring %s %s: it is off the state's history (a later restore rewound past it, "
+                            "and the epochs after that were run again)", describe(entry), doing)
+        return ([e for e in entries if int(e.checkpoint_id) not in off],
+                [e for e in entries if int(e.checkpoint_id) in off])
+
     def off_history(self, entries: Iterable[CompletedCheckpoint]) -> list[CompletedCheckpoint]:
         """The entries that are not on the state's history now (oldest id first)."""
         records = self.load()

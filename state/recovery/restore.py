@@ -174,13 +174,8 @@ def _choose_pointer(catalog: _Catalog, pointer: str | int, options: RestoreOptio
 def _choose_latest(
     catalog: _Catalog, options: RestoreOptions, max_epoch: int | None = None, checkpoints_first: bool = False
 ) -> _Chosen | None:
-    retained = catalog.store.all()
     # Never one off the state's history (taken before a later restore rewound past it): see ``lineage``.
-    off = {int(e.checkpoint_id): e for e in Lineage(catalog.storage).off_history(retained)}
-    for entry in off.values():
-        log.warning("not restoring %s without a pointer: it is off the state's history (a later restore rewound "
-                    "past it, and the epochs after that were run again)", describe(entry))
-    retained = [e for e in retained if int(e.checkpoint_id) not in off]
+    retained, off = Lineage(catalog.storage).split(catalog.store.all(), "without a pointer")
     entries = sorted(
         (e for e in retained if max_epoch is None or int(e.metadata.epoch) <= max_epoch),
         key=lambda e: int(e.checkpoint_id), reverse=True,
@@ -189,7 +184,7 @@ def _choose_latest(
         entries.sort(key=lambda e: e.is_savepoint)  # stable: each kind stays newest first
     if off and not retained:
         raise NoRestorableCheckpoint(
-            f"The retained {', '.join(describe(e) for e in off.values())} {'is' if len(off) == 1 else 'are'} off "
+            f"The retained {', '.join(describe(e) for e in off)} {'is' if len(off) == 1 else 'are'} off "
             "the state's history (a later restore rewound past it and the epochs after that were run again), and "
             "no other is retained: refusing to pick one without being told.",
             action=f"restore one explicitly to go back to that history ({_LIST}).",
