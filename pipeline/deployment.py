@@ -15,6 +15,7 @@ from epochal.pipeline.progress import ProgressStore
 from epochal.pipeline.sinks import DeltaSink
 from epochal.pipeline.stage import Stage, StageContext
 from epochal.state.checkpoint import CheckpointCoordinator, SystemClock, create_coordinator
+from epochal.state.delta.buckets import check_buckets
 from epochal.state.delta.paths import to_spark
 from epochal.state.determinism import PlanInspector
 from epochal.state.handles import StateHandle
@@ -52,7 +53,8 @@ class Deployment:
             settings.checkpoints, spark=spark, clock=self.clock, coordinator_cls=CrashAwareCoordinator
         )
         self.storage = self.coordinator.storage
-        self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock)
+        self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock,
+                                     preflight=self.check_locations)
         self.coordinator.fence = self.fence  # the completion commit is fenced, and so is every write below
         self.progress = ProgressStore(self.storage, self.fence, declared_states(pipeline))
         self.shared_root = to_spark(self.storage.shared_url)
@@ -79,6 +81,12 @@ class Deployment:
         self.inspector = inspector
         for backend in [*self.keyed.values(), *self.operator.values()]:
             backend.inspector = inspector
+
+    def check_locations(self) -> None:
+        """Refuse a location whose object store's bucket does not exist or cannot be read, before the first write
+        (the lease's): epochal never creates a bucket (:mod:`epochal.state.delta.buckets`)."""
+        check_buckets({"checkpoints.dir": self.storage.base_url, "checkpoints.savepoints_dir": self.storage.savepoints_url,
+                       "warehouse": self.settings.warehouse}, self.storage.storage_options)
 
     def fence(self, action: str) -> None:
         """Refuse ``action`` (a write) with :class:`epochal.pipeline.lease.FencedError` if this process's lease

@@ -138,9 +138,11 @@ class DeploymentLease:
 
     def __init__(
         self, storage: CheckpointStorage, timeout_s: float, clock: Clock, *, host: str | None = None,
-        pid: int | None = None, heartbeat: bool = True,
+        pid: int | None = None, heartbeat: bool = True, preflight: Callable[[], None] | None = None,
     ) -> None:
         self._storage = storage
+        #: Checks before the first write of this process (the deployment's locations): run once, at the first acquire.
+        self._preflight = preflight
         self._dir = storage.child(LEASE_DIR)
         self.timeout = timedelta(seconds=timeout_s)
         self._clock = clock
@@ -186,6 +188,9 @@ class DeploymentLease:
     def acquire(self, command: str) -> LeaseRecord:
         """Take the lease, or raise :class:`ConcurrentRunError` naming its live holder."""
         with self._lock:
+            if self._preflight is not None:
+                self._preflight()
+                self._preflight = None
             for _ in range(3):
                 current = self.current()
                 if current is not None and self._live(current):

@@ -156,3 +156,11 @@ class RetentionError(EpochalStateError):
 
 class RestoreFallbackWarning(UserWarning):
     """The latest checkpoint was unusable and an older one is restored instead."""
+
+
+class LocationError(EpochalStateError):
+    """A configured location cannot be written: its object store's bucket does not exist or cannot be reached."""
+
+    @property
+    def key(self) -> str | None:
+        return self.context.get("key")  # type: ignore[return-value]

@@ -205,6 +205,8 @@ class CheckpointStorage:
             entries = fs.ls(path, detail=False)
         except FileNotFoundError:
             return []
+        except OSError as exc:  # refused credentials, an endpoint down: say where
+            raise self._io_error("list", url, exc) from exc
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
     def list_checkpoint_dirs(self) -> list[tuple[CheckpointId, str]]:
@@ -257,11 +259,14 @@ class CheckpointStorage:
         if text.isdigit():
             cid = CheckpointId(int(text))
             return CheckpointPointer(text, PointerKind.CHECKPOINT_ID, self.metadata_path(cid), cid, True)
-        for candidate in self._pointer_candidates(text):
+        candidates = self._pointer_candidates(text)
+        for candidate in candidates:
             if self.exists(candidate.metadata_path):
                 return candidate
+        looked = ", ".join(c.metadata_path for c in candidates)
         raise CheckpointNotFound(
-            f"No checkpoint or savepoint at {text!r}: no {METADATA_FILE} file found.",
+            f"No checkpoint or savepoint at {text!r}: no {METADATA_FILE} file found"
+            + (f" (looked for {looked})" if looked else "") + ".",
             action="pass a checkpoint id, a chk-<id> folder or a savepoint folder "
             "(see `epochal checkpoints list`).",
             pointer=text,
@@ -328,7 +333,7 @@ class CheckpointStorage:
     @staticmethod
     def _io_error(verb: str, url: str, exc: BaseException) -> CheckpointStorageError:
         return CheckpointStorageError(
-            f"Could not {verb} {url}: {exc}.",
+            f"Could not {verb} {url}: {str(exc).rstrip('.')}.",
             action="check the checkpoint storage is reachable and writable, then retry.",
             path=url,
         )

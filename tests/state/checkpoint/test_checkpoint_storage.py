@@ -68,6 +68,19 @@ def test_list_checkpoint_dirs_sorted_numerically(storage: CheckpointStorage) -> 
     assert storage.list_savepoints() == ["sp"]
 
 
+def test_a_refused_listing_names_the_folder(storage: CheckpointStorage, monkeypatch) -> None:
+    """Credentials the store refuses (s3fs raises PermissionError) name the folder being listed (probe 13), where
+    a missing folder is an empty one."""
+    def refused(path, **kwargs):
+        raise PermissionError("The AWS Access Key Id you provided does not exist in our records.")
+
+    monkeypatch.setattr(storage._fs, "ls", refused)
+    with pytest.raises(CheckpointStorageError, match=r"^Could not list .*/savepoints: The AWS Access Key Id you "
+                                                     r"provided does not exist in our records\. Operator action") as err:
+        storage.list_savepoints()
+    assert err.value.path == storage.savepoints_url
+
+
 def test_delete_tree_only_inside_storage(storage: CheckpointStorage) -> None:
     storage.write_atomic(storage.metadata_path(3), b"x")
     storage.delete_tree(storage.checkpoint_dir(3))

@@ -167,6 +167,47 @@ def test_id_counter_on_s3_never_hands_out_an_id_twice(s3_env):
 E2E_PARTITIONS = ["2026-11-01-00:00", "2026-11-01-01:00"]
 
 
+def test_a_missing_bucket_is_refused_before_any_write_and_never_created(s3_env, tmp_path):
+    """s3fs makes a missing bucket when asked for a folder in it: a misspelt bucket would quietly become a new one
+    (probe 13). check_buckets refuses it, naming the key, the location and the bucket, and the CLI's run does so
+    before its first write (the lease), with no JVM, for the checkpoints and for the warehouse."""
+    from tests.support.clickstream_e2e import SMALL, START, epochal, write_config
+    from epochal.pipeline.examples.clickstream.generator import generate
+    from epochal.state.delta.buckets import check_buckets
+    from epochal.state.errors import LocationError
+
+    fs = fsspec.filesystem("s3")
+    root = f"s3://{_bucket('epochal-buckets')}/deployment"
+    check_buckets({"warehouse": f"{root}/warehouse", "checkpoints.dir": str(tmp_path), "landing": None})
+    with pytest.raises(LocationError, match=r"warehouse: s3a://no-such-warehouse/w: the bucket 'no-such-warehouse' "
+                                            r"does not exist \(epochal creates no buckets\)") as refused:
+        check_buckets({"checkpoints.dir": f"{root}/checkpoints", "warehouse": "s3a://no-such-warehouse/w"})
+    assert refused.value.key == "warehouse" and "fix `warehouse:` in the configuration" in str(refused.value)
+
+    generate(f"{root}/landing", START, 1, SMALL)
+    no_java = {**s3_env, "JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ.get("PATH", "")}
+    for key, checkpoints, warehouse, bucket in (
+        ("checkpoints.dir", "s3://no-such-checkpoints/chk", f"{root}/warehouse", "no-such-checkpoints"),
+        ("warehouse", f"{root}/checkpoints", "s3a://no-such-warehouse/w", "no-such-warehouse"),
+    ):
+        config = write_config(tmp_path / f"{bucket}.yaml", landing=f"{root}/landing", warehouse=warehouse,
+                              checkpoints=checkpoints, spark={"master": "local[1]"})
+        refused = epochal(config, "run", "--to", "2026-11-01-00:00", env=no_java)
+        assert refused.returncode != 0 and f"{key}: " in refused.stderr, refused.stderr[-2000:]
+        assert f"the bucket '{bucket}' does not exist" in refused.stderr, refused.stderr[-2000:]
+        fs.invalidate_cache()
+        assert not fs.exists(bucket), f"{bucket} was created"
+    assert not fs.exists(f"{root}/checkpoints") and not fs.exists(f"{root}/warehouse"), "nothing written"
+
+    down = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1", "AWS_RETRY_MODE": "standard"}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in down.items():
+            patch.setenv(name, value)
+        with pytest.raises(LocationError, match=r"checkpoints.dir: s3://elsewhere/chk: the bucket 'elsewhere' cannot be "
+                                                r"read: .*127\.0\.0\.1:9"):
+            check_buckets({"checkpoints.dir": "s3://elsewhere/chk"}, {"skip_instance_cache": True})
+
+
 def _objects(bucket: str) -> dict[str, bytes]:
     fs = fsspec.filesystem("s3")
     return {path: fs.cat_file(path) for path in fs.find(bucket)}
@@ -177,8 +218,6 @@ def _leaks(texts: dict[str, bytes]) -> list[str]:
     return sorted(name for name, data in texts.items() if any(n in data for n in needles))
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
 def _check_copies_on_s3(savepoint: dict, inspected: dict, env: dict[str, str]) -> None:
     """Every state copy of the savepoint opens with delta-rs on S3, as a plain table with the recorded rows."""
     from deltalake import DeltaTable
@@ -193,6 +232,8 @@ def _check_copies_on_s3(savepoint: dict, inspected: dict, env: dict[str, str]) -
         assert table.to_pyarrow_table().num_rows == handle["rows"], url
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_clickstream_on_s3_kill_rerun_equals_reference_and_no_secret_leaks(spark, s3_env, tmp_path):
     from tests.support.clickstream_e2e import SINKS, SMALL, START, check_sinks, epochal, ok, write_config
     from epochal.pipeline.examples.clickstream.generator import generate
