@@ -20,7 +20,6 @@ import pytest
 from epochal.config import SparkSettings
 from epochal.state.checkpoint.ids import FileIdCounter
 from epochal.state.checkpoint.storage import CheckpointStorage
-from epochal.state.delta.paths import to_spark
 from epochal.state.delta.paths import to_spark, to_url
 from epochal.state.delta.objectstore import HADOOP_VERSION, S3A_PACKAGES, delta_rs_options, spark_packages
 from epochal.state.session import spark_conf
