@@ -38,7 +38,10 @@ def check_buckets(locations: Mapping[str, str | None], storage_options: Mapping[
             continue
         asked.add(found)
         scheme, bucket = found
-        fs, _ = url_to_fs(f"{scheme}://{bucket}", **dict(storage_options or {}))
+        try:
+            fs, _ = url_to_fs(f"{scheme}://{bucket}", **dict(storage_options or {}))
+        except (ImportError, ValueError):  # no fsspec implementation here (a location only Spark reads): Spark's to say
+            continue
         if fs.exists(bucket):
             continue
         try:  # exists() says False for any failure: listing says which
