@@ -15,7 +15,7 @@ from epochal.pipeline.progress import ProgressStore
 from epochal.pipeline.sinks import DeltaSink
 from epochal.pipeline.stage import Stage, StageContext
 from epochal.state.checkpoint import CheckpointCoordinator, SystemClock, create_coordinator
-from epochal.state.delta.buckets import check_buckets
+from epochal.state.delta.objectstore import check_buckets
 from epochal.state.delta.paths import to_spark
 from epochal.state.determinism import PlanInspector
 from epochal.state.handles import StateHandle
@@ -84,7 +84,7 @@ class Deployment:
 
     def check_locations(self) -> None:
         """Refuse a location whose object store's bucket does not exist or cannot be read, before the first write
-        (the lease's): epochal never creates a bucket (:mod:`epochal.state.delta.buckets`)."""
+        (the lease's): epochal never creates a bucket (:func:`epochal.state.delta.objectstore.check_buckets`)."""
         check_buckets({"checkpoints.dir": self.storage.base_url, "checkpoints.savepoints_dir": self.storage.savepoints_url,
                        "warehouse": self.settings.warehouse}, self.storage.storage_options)
 

@@ -24,10 +24,13 @@ handed to S3A as ``fs.s3a.endpoint`` with path-style access; any
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+import fsspec
 import fsspec.config
 
 from epochal.state.delta.paths import to_url
+from epochal.state.errors import LocationError
 
 # Hadoop's S3A connector for the Hadoop pyspark 4.2.0 bundles (hadoop-client-api-3.5.0.jar),
 # with the AWS SDK v2 bundle hadoop-aws 3.5.0 is built against (hadoop-project's aws-java-sdk-v2.version).
@@ -108,3 +111,37 @@ def configure_fsspec() -> None:
     a cached listing would hide new commits. Listings are never cached.
     """
     fsspec.config.conf.setdefault("s3", {}).setdefault("use_listings_cache", False)
+
+
+def check_buckets(locations: Mapping[str, str | None], storage_options: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`LocationError` for the first of ``locations`` (configuration key -> location) on S3 whose
+    bucket does not exist or cannot be read; other locations pass unasked.
+
+    epochal creates no bucket, but s3fs makes a missing one when asked for a folder in it (``makedirs``): a
+    misspelt bucket in ``checkpoints.dir`` or ``warehouse`` would become a new, empty bucket of the account and
+    the deployment would start over in it. The deployment calls this before a command's first write (its lease).
+    """
+    asked: set[str] = set()
+    for key, location in locations.items():
+        if not is_s3(location):
+            continue
+        bucket = to_url(location).split("://", 1)[1].split("/", 1)[0]
+        if bucket in asked:
+            continue
+        asked.add(bucket)
+        fs = fsspec.filesystem("s3", **dict(storage_options or {}))
+        if fs.exists(bucket):
+            continue
+        try:  # exists() says False for any failure: listing says which
+            fs.ls(bucket)
+        except FileNotFoundError:
+            raise LocationError(
+                f"{key}: {location}: the bucket {bucket!r} does not exist (epochal creates no buckets)",
+                action=f"create the bucket, or fix `{key}:` in the configuration", key=key, location=location,
+            ) from None
+        except Exception as exc:  # noqa: BLE001 - the store's own error, named with the location
+            raise LocationError(
+                f"{key}: {location}: the bucket {bucket!r} cannot be read: {type(exc).__name__}: {exc}",
+                action="check the credentials and the endpoint in the environment (README, Object storage)",
+                key=key, location=location,
+            ) from exc

@@ -172,7 +172,7 @@ def test_a_missing_bucket_is_refused_before_any_write_and_never_created(s3_env, 
     before its first write (the lease), with no JVM, for the checkpoints and for the warehouse."""
     from tests.support.clickstream_e2e import SMALL, START, epochal, write_config
     from epochal.pipeline.examples.clickstream.generator import generate
-    from epochal.state.delta.buckets import check_buckets
+    from epochal.state.delta.objectstore import check_buckets
     from epochal.state.errors import LocationError
 
     fs = fsspec.filesystem("s3")
