@@ -279,7 +279,7 @@ class CheckpointCoordinator:
         now = self._clock.now()
         name = request.savepoint_name
         if request.kind is CheckpointKind.SAVEPOINT and name is None:
-            name = f"savepoint-{checkpoint_id}"
+            name = self._free_savepoint_name(checkpoint_id)
         location = self._storage.checkpoint_dir(checkpoint_id) if name is None else self._storage.savepoint_dir(name)
         return CheckpointSpec(
             checkpoint_id=checkpoint_id, epoch=request.epoch, kind=request.kind, mode=request.mode,
@@ -287,6 +287,18 @@ class CheckpointCoordinator:
             hook_states=hook_states, triggered_at=now, deadline=now + timedelta(seconds=self._policy.timeout_s),
             location=location, metadata_path=f"{location}/_metadata", max_parallelism=request.max_parallelism,
         )
+
+    def _free_savepoint_name(self, checkpoint_id: CheckpointId) -> str:
+        """``savepoint-<id>``, or ``savepoint-<id>-<n>`` when a user named a savepoint so (or a folder of that name
+        is there): an unnamed savepoint never writes its in-progress marker into a folder it does not own, which
+        would make retention take a completed savepoint for an abandoned one."""
+        base = name = f"savepoint-{checkpoint_id}"
+        taken = {p.spec.savepoint_name for p in self._pending.values()}
+        n = 1
+        while name in taken or self._storage.exists(self._storage.savepoint_dir(name)):
+            n += 1
+            name = f"{base}-{n}"
+        return name
 
     def _decline(self, failure: CheckpointFailure) -> TriggerResult:
         self._stats.report_declined(failure.reason)

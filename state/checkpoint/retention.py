@@ -55,9 +55,10 @@ import fsspec
 from epochal.state.checkpoint.completed import CompletedCheckpoint
 from epochal.state.checkpoint.coordinator import CheckpointCoordinator
 from epochal.state.checkpoint.ids import FileIdCounter
+from epochal.state.checkpoint.metadata import deserialize
 from epochal.state.checkpoint.pending import PendingCheckpoint
 from epochal.state.checkpoint.resolve import CheckpointResolver
-from epochal.state.checkpoint.storage import SAVEPOINT_IN_PROGRESS, CheckpointStorage
+from epochal.state.checkpoint.storage import METADATA_FILE, SAVEPOINT_IN_PROGRESS, CheckpointStorage
 from epochal.state.checkpoint.store import CompletedCheckpointStore
 from epochal.state.errors import EpochalStateError
 from epochal.state.handles import StateHandle
@@ -241,7 +242,8 @@ def discard_abandoned_savepoints(
     Only folders epochal marked (:data:`SAVEPOINT_IN_PROGRESS`, written before any
     copy) are candidates, so a savepoint folder of another deployment in a shared
     savepoints directory is never touched. A marked folder whose savepoint was
-    committed (the process died just after the commit) only loses its marker.
+    committed (the process died just after the commit), or that holds another completed savepoint (a marker
+    that is not its own), only loses its marker: a completed savepoint is never deleted.
     """
     skip = {int(i) for i in pending_ids}
     deleted = []
@@ -259,10 +261,28 @@ def discard_abandoned_savepoints(
         if checkpoint_id and store.get(checkpoint_id) is not None:
             storage.delete_tree(marker)
             continue
+        committed = _committed_in(storage, store, folder)
+        if committed is not None:  # a marker that is not this folder's own: never delete a completed savepoint
+            log.warning("keeping %s: it holds completed savepoint %s; only the in-progress marker of checkpoint %s "
+                        "is removed", folder, committed, checkpoint_id or "?")
+            storage.delete_tree(marker)
+            continue
         log.warning("deleting %s: savepoint %s was abandoned before its commit", folder, checkpoint_id or name)
         storage.delete_tree(folder)
         deleted.append(folder)
     return deleted
+
+
+def _committed_in(storage: CheckpointStorage, store: CompletedCheckpointStore, folder: str) -> int | None:
+    """The id of the completed checkpoint whose ``_metadata`` ``folder`` holds, if the store has it."""
+    path = f"{folder}/{METADATA_FILE}"
+    try:
+        if not storage.exists(path):
+            return None
+        checkpoint_id = int(deserialize(storage.read(path), path=path).checkpoint_id)
+    except EpochalStateError:
+        return None
+    return checkpoint_id if store.get(checkpoint_id) is not None else None
 
 
 # ----------------------------------------------------------------------------- entry

@@ -161,6 +161,42 @@ def test_retention_discards_abandoned_savepoints_but_not_foreign_ones(spark, tmp
     assert storage.list_savepoints() == ["from-another-deployment"], abandoned
 
 
+def test_an_unnamed_savepoint_never_takes_the_folder_of_a_savepoint_a_user_named_like_it(spark, tmp_path, toy_registered):
+    # Found from outside (probe 14): a user's savepoint named savepoint-<N>, where N is the id the next unnamed
+    # savepoint gets. The unnamed one wrote its in-progress marker into that folder and was refused; the next
+    # savepoint's clean-up took the folder for an abandoned savepoint and deleted it.
+    runner = _runner(spark, _deploy(tmp_path / "d"))
+    runner.run(to="2026-11-01-01:00")
+    first = runner.savepoint("first")
+    named = runner.savepoint(f"savepoint-{first['id'] + 2}")  # the id the next unnamed savepoint claims
+    unnamed = runner.savepoint(None)
+    assert unnamed["id"] == first["id"] + 2
+    assert unnamed["name"] != named["name"] and unnamed["path"] != named["path"]
+    runner.savepoint(None)  # discards abandoned savepoints first: there are none
+    storage = runner.d.storage
+    assert named["name"] in storage.list_savepoints() and unnamed["name"] in storage.list_savepoints()
+
+    runner.run(to=LAST)
+    runner.restore(named["name"])  # intact: a completed savepoint is restorable by its name
+    runner.run(to=LAST)
+    assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
+
+
+def test_retention_never_deletes_a_completed_savepoint_for_a_marker_that_is_not_its_own(spark, tmp_path, toy_registered):
+    runner = _runner(spark, _deploy(tmp_path / "d"))
+    runner.run(to="2026-11-01-00:00")
+    taken = runner.savepoint("kept")
+    storage = runner.d.storage
+    storage.write_atomic(f"{taken['path']}/_in_progress", str(taken["id"] + 7).encode())  # another savepoint's marker
+
+    runner.run(to="2026-11-01-01:00")  # retention after the epoch's checkpoint
+    assert storage.exists(f"{taken['path']}/_metadata")
+    assert not storage.exists(f"{taken['path']}/_in_progress")
+    runner.restore("kept")
+    runner.run(to=LAST)
+    assert _sinks(runner) == (EXPECTED_TOTALS, EXPECTED_LOG)
+
+
 def test_a_lost_run_position_file_restores_instead_of_replaying_on_top(spark, tmp_path, toy_registered):
     runner = _runner(spark, _deploy(tmp_path / "crashed"))
     runner.run(to="2026-11-01-01:00")
