@@ -344,7 +344,8 @@ def cmd_restore(args) -> Any:
     # Spark starts only if the restore needs it (a savepoint's copies, a table Delta must restore itself,
     # a sink rewound by content): a checkpoint's state and sinks come back by commits written from the log.
     runner = _runner(_settings(args), lazy=True)
-    pointer = args.savepoint or args.checkpoint
+    # --checkpoint chk-<id> is the id (the pointer "chk-3" alone would be looked up as a folder, named a savepoint).
+    pointer = args.savepoint or (args.checkpoint and args.checkpoint.strip().rstrip("/").removeprefix("chk-"))
     restored = runner.restore(pointer, parallelism=args.parallelism, allow_non_restored_state=args.allow_non_restored_state)
     return restored.to_dict()
 

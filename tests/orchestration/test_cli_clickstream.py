@@ -105,8 +105,8 @@ def test_cli_run_kill_rerun_equals_reference_then_savepoint_and_restore(spark, d
     _check_savepoint_copies(spark, Path(savepoint["path"].replace("file://", "")), inspected["handles"])
 
     # rewind to the older checkpoint (state and sinks by commits written from their Delta logs: no JVM), run on:
-    # the same sinks
-    restored = _ok(_epochal(deployment, "restore", "--checkpoint", str(listed[0]["id"]), env=NO_JVM))
+    # the same sinks; chk-<id> names the checkpoint, as its folder does (it was once looked up as a savepoint)
+    restored = _ok(_epochal(deployment, "restore", "--checkpoint", f"chk-{listed[0]['id']}", env=NO_JVM))
     assert restored["epoch"] == 1 and restored["sinks_by_content"] == []
     _ok(_epochal(deployment, "run", "--to", PARTITIONS[-1]))
     _check_sinks(spark, deployment)

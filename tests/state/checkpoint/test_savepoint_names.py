@@ -60,3 +60,16 @@ def test_restore_checkpoint_refuses_what_is_not_a_checkpoint_id(pointer, capsys)
     assert main(["restore", "--checkpoint", pointer, "--config", "/nonexistent.yaml"]) != 0
     err = capsys.readouterr().err
     assert "is not a checkpoint id" in err and "--savepoint" in err
+
+
+@pytest.mark.parametrize("pointer", ["3", "chk-3", "chk-3/"])
+def test_restore_checkpoint_takes_chk_id_as_the_id(pointer, tmp_path, capsys) -> None:
+    # Found from outside (probe 14): `--checkpoint chk-3` of a checkpoint no longer retained was looked up as a
+    # folder and refused as "Savepoint 'chk-3'", where `--checkpoint 3` said why checkpoint 3 cannot be restored.
+    (tmp_path / "landing").mkdir()
+    config = tmp_path / "epochal.yaml"
+    config.write_text(f"pipeline: clickstream\nlanding: {tmp_path / 'landing'}\nwarehouse: {tmp_path / 'warehouse'}\n"
+                      f"checkpoints: {{dir: {tmp_path / 'checkpoints'}}}\npartitions: {{start: 2026-11-01T00:00:00Z}}\n")
+    assert main(["restore", "--checkpoint", pointer, "--config", str(config)]) != 0
+    err = capsys.readouterr().err
+    assert "Checkpoint 3 cannot be restored" in err and "Savepoint" not in err, err
