@@ -227,10 +227,14 @@ class Recovery:
             try:
                 return self.restore(int(entry.checkpoint_id))
             except CheckpointNotRestorable as exc:
-                skipped.append(f"checkpoint {int(entry.checkpoint_id)}: {exc.message}")
+                skipped.append(f"{describe(entry)}: {exc.message}")
                 warnings.warn(f"Skipping {skipped[-1]} Trying an older one.", RestoreFallbackWarning, stacklevel=3)
                 log.warning("skipping %s", skipped[-1])
-        raise PipelineError(f"no usable checkpoint or savepoint before the backfill's start ({'; '.join(skipped)})")
+        raise PipelineError(
+            f"no usable checkpoint or savepoint before the backfill's start ({'; '.join(skipped)})",
+            action=f"backfill from the first partition ({self.d.partitioning.key(0)}: empty state, every epoch run "
+                   "again), or restore another checkpoint or savepoint by id or name (`epochal checkpoints list`)",
+        )
 
     def _sinks_position(self) -> int | None:
         """Where the sinks are (the last epoch done), None if unknown."""

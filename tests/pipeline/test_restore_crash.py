@@ -15,6 +15,7 @@ import pytest
 
 from epochal.config import load_settings
 from epochal.pipeline import recovery as recovery_module
+from epochal.pipeline.errors import PipelineError
 from epochal.pipeline.deployment import CrashAwareCoordinator
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
@@ -212,13 +213,18 @@ def test_a_lost_run_position_file_restores_instead_of_replaying_on_top(spark, tm
 def test_a_backfill_from_the_first_partition_is_the_way_out_after_a_crash(spark, tmp_path, toy_registered):
     runner = _runner(spark, _deploy(tmp_path / "crashed"))
     runner.run(to="2026-11-01-01:00")
+    runner.savepoint("sc")
     runner.d.progress.start(2)
-    for entry in runner.d.coordinator.store.all():  # every checkpoint unusable
+    for entry in runner.d.coordinator.store.all():  # every checkpoint and savepoint unusable
         runner.d.storage.write_atomic(entry.metadata_path, b"garbage")
 
     again = _runner(spark, _deploy(tmp_path / "crashed"))
     with pytest.raises(Exception, match="checkpoint"):
         again.run(to=LAST)  # never from empty state on its own
+    with pytest.raises(PipelineError, match="no usable checkpoint or savepoint before the backfill's start") as refused:
+        again.run(from_="2026-11-01-02:00", to=LAST)
+    assert "savepoint 'sc' (id" in str(refused.value)  # named as the user named it, not as "checkpoint <id>"
+    assert "backfill from the first partition (2026-11-01-00:00" in str(refused.value)
     report = again.run(from_="2026-11-01-00:00", to=LAST)
     assert report.restored.epoch is None
     assert _sinks(again) == (EXPECTED_TOTALS, EXPECTED_LOG)
