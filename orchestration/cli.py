@@ -257,7 +257,7 @@ def _say_rewound(runner, before: int | None) -> None:
               f"{key(before)}, were rewound and are replayed by the next `epochal run`", file=sys.stderr)
 
 
-def _checkpoint_row(key: Callable[[int], str], c, on_history: bool = True) -> dict[str, Any]:
+def _checkpoint_row(key: Callable[[int], str], c, on_history: bool = True, present: bool = True) -> dict[str, Any]:
     m = c.metadata
     return {
         "id": int(c.checkpoint_id),
@@ -266,6 +266,8 @@ def _checkpoint_row(key: Callable[[int], str], c, on_history: bool = True) -> di
         "status": c.status.value if hasattr(c.status, "value") else str(c.status),
         # False: a snapshot of a history the state left (a later restore rewound past it): restored only by name
         "on_history": on_history,
+        # False: its _metadata is gone (a savepoint folder deleted by hand): still in the store, no longer restorable
+        "present": present,
         "kind": m.kind.value,
         "name": m.savepoint_name,  # a savepoint's (None for a checkpoint)
         "created": m.completed_at.isoformat(),
@@ -318,9 +320,11 @@ def cmd_checkpoints(args) -> Any:
     if args.action == "list":
         retained = sorted(store.all(), key=lambda c: int(c.checkpoint_id))
         off = {int(c.checkpoint_id) for c in lineage.off_history(retained)}
-        return {"checkpoints": [_checkpoint_row(key, c, int(c.checkpoint_id) not in off) for c in retained]}
+        return {"checkpoints": [_checkpoint_row(key, c, int(c.checkpoint_id) not in off, storage.exists(c.metadata_path))
+                                for c in retained]}
     checkpoint = resolve(args.id)
-    row = _checkpoint_row(key, checkpoint, checkpoint.status is not RetentionStatus.RETAINED or not lineage.off_history([checkpoint]))
+    on_history = checkpoint.status is not RetentionStatus.RETAINED or not lineage.off_history([checkpoint])
+    row = _checkpoint_row(key, checkpoint, on_history, storage.exists(checkpoint.metadata_path))
     row["handles"] = [h.model_dump(mode="json") for h in checkpoint.metadata.handles]
     row["source_positions"] = checkpoint.metadata.source_positions
     return row

@@ -84,8 +84,10 @@ def checkpoints(document: dict[str, Any]) -> str:
 
 
 def _status(c: dict[str, Any]) -> str:
-    """The retention status, and whether the snapshot is off the state's history (restored only when named)."""
-    return c["status"] if c.get("on_history", True) else f"{c['status']}, off history"
+    """The retention status, whether the snapshot is off the state's history (restored only when named), and
+    whether its ``_metadata`` is gone (a savepoint folder deleted by hand: listed, no longer restorable)."""
+    notes = ([] if c.get("on_history", True) else ["off history"]) + ([] if c.get("present", True) else ["missing"])
+    return ", ".join([c["status"], *notes])
 
 
 def checkpoint(document: dict[str, Any]) -> str:

@@ -150,3 +150,32 @@ def test_a_separate_savepoints_dir_is_never_adopted(tmp_path) -> None:
     other = CheckpointStorage(str(tmp_path / "b"), str(shared))  # another deployment sharing the folder
     assert rebuild_store(other, InMemoryCompletedCheckpointStore()) == []
     assert CheckpointStorage(str(tmp_path / "c")).savepoints_inside_base
+
+
+def test_checkpoints_list_says_which_savepoint_folder_was_deleted_by_hand(tmp_path, capsys) -> None:
+    """Found from outside (probes 8 and 14): a savepoint whose folder a user deleted was still listed as plain
+    "retained", though no restore can read it. The store keeps its row (a savepoint is the user's to remove);
+    ``checkpoints list`` and ``inspect`` say its ``_metadata`` is missing. No JVM: the store is written by delta-rs."""
+    import json
+
+    from epochal.orchestration.cli import main
+    from epochal.state.checkpoint.store import DeltaCompletedCheckpointStore
+
+    storage = CheckpointStorage(str(tmp_path / "checkpoints"))
+    c = coordinator(storage, DeltaCompletedCheckpointStore(None, storage.completed_store_url, max_retained=2))
+    complete(c, 0)
+    gone = complete(c, 0, savepoint="gone")
+    complete(c, 0, savepoint="kept")
+    shutil.rmtree(tmp_path / "checkpoints" / "savepoints" / "gone")
+    (tmp_path / "landing").mkdir()
+    config = tmp_path / "epochal.yaml"
+    config.write_text(f"pipeline: clickstream\nlanding: {tmp_path / 'landing'}\nwarehouse: {tmp_path / 'warehouse'}\n"
+                      f"checkpoints: {{dir: {tmp_path / 'checkpoints'}}}\npartitions: {{start: 2026-11-01T00:00:00Z}}\n")
+    assert main(["checkpoints", "list", "--config", str(config), "--json"]) == 0
+    listed = {c["name"] or c["id"]: c["present"] for c in json.loads(capsys.readouterr().out)["checkpoints"]}
+    assert listed == {1: True, "gone": False, "kept": True}
+    assert main(["checkpoints", "list", "--config", str(config)]) == 0
+    lines = {line.split()[2]: line for line in capsys.readouterr().out.splitlines() if "savepoint" in line}
+    assert "retained, missing" in lines["gone"] and "missing" not in lines["kept"], lines
+    assert main(["checkpoints", "inspect", str(int(gone.checkpoint_id)), "--config", str(config)]) == 0
+    assert "(retained, missing)" in capsys.readouterr().out
