@@ -105,10 +105,10 @@ class EpochRunner:
         #: The last epoch the first announced run goes to (:meth:`expect_run`): an epoch before it is not where
         #: the next process starts, whatever the run that runs it.
         self._announced_last: int | None = None
+        self._sources_checked = False
 
     # -- public ----------------------------------------------------------------------------
 
-    @leased("run")
     def run(
         self, *, to: str | None = None, from_: str | None = None, now: datetime | None = None, replan: bool = False
     ) -> RunReport:
@@ -118,9 +118,23 @@ class EpochRunner:
         checkpoint or savepoint before ``from_`` is restored and every epoch from its
         position on is replayed with fresh source plans. ``replan`` also re-plans epochs
         that run in order (a Dagster backfill runs one partition per run).
+
+        A failed pipeline, a bad range and a source whose input is missing are refused before the lease is
+        taken: nothing is written, not even a lease record in a new checkpoint folder (probe 13). The range is
+        checked again holding the lease, where another run may have moved the state in between.
         """
+        self._refuse_failed()
+        self._check_range(from_, to, now)
+        self._check_sources()
+        return self._run(to=to, from_=from_, now=now, replan=replan)
+
+    def _refuse_failed(self) -> None:
         if (failure := self.d.coordinator.pipeline_failure) is not None:
             raise PipelineFailedError(failure.summary)
+
+    @leased("run")
+    def _run(self, *, to: str | None, from_: str | None, now: datetime | None, replan: bool) -> RunReport:
+        self._refuse_failed()
         self._check_range(from_, to, now)  # refused before any work or JVM
         self._check_states(from_)
         self.expect_run(to=to, now=now, from_=from_)
@@ -276,16 +290,7 @@ class EpochRunner:
         spark = self.d.spark
         if not isinstance(spark, LazySparkSession) or spark.started:
             return
-        for source in self.d.pipeline.sources:
-            if callable(check := getattr(source, "check", None)):
-                try:
-                    check()  # a landing folder that does not exist: no JVM, nothing touched
-                except EpochalError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - a user's own source: say which, and what it raised
-                    raise SourceNotFoundError(f"source {source.name!r}: its check() failed: {type(exc).__name__}: {exc}",
-                                              action="fix the source's input or its configuration, then run again",
-                                              source=source.name) from exc
+        self._check_sources()
         if not spark.expected:
             try:
                 position = self.d.progress.load().last_done_epoch
@@ -301,6 +306,25 @@ class EpochRunner:
                 return
             spark.expect(short_run=short)
         spark.get()
+
+    def _check_sources(self) -> None:
+        """Before a run's first JVM and before its lease: the sources' own checks, so that a landing folder that
+        does not exist fails the run with nothing touched, not even a lease record in a new checkpoint folder
+        (probe 13). Once per runner: a run's later epochs have passed it."""
+        spark = self.d.spark
+        if self._sources_checked or not isinstance(spark, LazySparkSession) or spark.started:
+            return
+        for source in self.d.pipeline.sources:
+            if callable(check := getattr(source, "check", None)):
+                try:
+                    check()  # a landing folder that does not exist: no JVM, nothing touched
+                except EpochalError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a user's own source: say which, and what it raised
+                    raise SourceNotFoundError(f"source {source.name!r}: its check() failed: {type(exc).__name__}: {exc}",
+                                              action="fix the source's input or its configuration, then run again",
+                                              source=source.name) from exc
+        self._sources_checked = True
 
     def _short_run(self, first: int, epochs: int, state_bytes: int) -> bool:
         """``spark.jit: auto``'s choice (:func:`is_short_run`); the sources are sized only when that can change it."""

@@ -226,8 +226,8 @@ def test_a_keyed_state_the_stage_does_not_declare_is_refused_naming_it_before_a_
 
 
 def test_a_landing_folder_that_does_not_exist_fails_the_run_before_any_epoch_and_without_a_jvm(tmp_path):
-    """Through the CLI, as a user meets it: the run names the folder, runs nothing, and starts no Java (no
-    ``java`` on the path); once the folder exists, the same command runs the epoch."""
+    """Through the CLI, as a user meets it: the run names the folder, runs nothing, writes nothing, and starts no
+    Java (no ``java`` on the path); once the folder exists, the same command runs the epoch."""
     config = _config(tmp_path, tmp_path / "landing")
     env = child_env({**os.environ, "JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ["PATH"]})
     code = "import sys, tests.support.toy_pipeline as t; t.register(); from epochal.orchestration.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -236,7 +236,8 @@ def test_a_landing_folder_that_does_not_exist_fails_the_run_before_any_epoch_and
     assert result.returncode == 1, result.stderr[-2000:]
     assert f"source 'landing': the landing folder {tmp_path / 'landing'} does not exist" in result.stderr
     assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
-    assert not (tmp_path / "checkpoints" / "progress.json").exists()
+    # nothing written, not even the lease's record in a new checkpoint folder (probe 13)
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "warehouse").exists()
 
 
 def test_a_partition_whose_window_has_not_closed_is_refused_before_any_work_and_without_a_jvm(tmp_path):
@@ -260,7 +261,8 @@ def test_a_partition_whose_window_has_not_closed_is_refused_before_any_work_and_
         latest = re.search(r"the latest closed partition is '([^']+)'", result.stderr)
         assert latest and latest.group(1) in closed, result.stderr
         assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
-    assert not (tmp_path / "checkpoints" / "progress.json").exists()
+    # nothing written, not even the lease's record in a new checkpoint folder (probe 13)
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "warehouse").exists()
 
 
 def test_a_range_backwards_or_past_the_state_is_refused_before_any_work_and_without_a_jvm(tmp_path):
@@ -282,7 +284,8 @@ def test_a_range_backwards_or_past_the_state_is_refused_before_any_work_and_with
         assert result.returncode == 1, result.stderr[-2000:]
         assert said in result.stderr, result.stderr[-2000:]
         assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
-    assert not (tmp_path / "checkpoints" / "progress.json").exists()
+    # nothing written, not even the lease's record in a new checkpoint folder (probe 13)
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "warehouse").exists()
 
 
 def test_a_backfill_of_one_partition_says_that_the_partitions_after_it_were_rewound(spark, tmp_path, toy_registered,
