@@ -384,7 +384,12 @@ class EpochRunner:
 
     def restore(self, pointer: str | int | None = None, **options: Any) -> Restored:
         """Restore state and sinks to a checkpoint (latest usable when None) or a savepoint; ``parallelism=``
-        rescales (:meth:`epochal.pipeline.recovery.Recovery.restore` names every option)."""
+        rescales (:meth:`epochal.pipeline.recovery.Recovery.restore` names every option). A pointer that names
+        nothing restorable is refused before the lease: nothing is written (probe 14)."""
+        if pointer is not None:
+            from epochal.state.recovery.restore import check_pointer  # as Recovery.restore imports restore_state
+
+            check_pointer(self.d.coordinator, pointer)
         return self.recovery.restore(pointer, **options)
 
     def restore_before(self, epoch: int) -> Restored:

@@ -79,6 +79,7 @@ from epochal.state.recovery.types import (
 )
 from epochal.state.errors import (
     CheckpointNotRestorable,
+    EpochalStateError,
     NoRestorableCheckpoint,
     RescaleError,
     RestoreFallbackWarning,
@@ -99,7 +100,7 @@ FALLBACK_ERRORS = (
 
 __all__ = [
     "CheckpointSource", "RestoreAction", "RestoreResult", "RestoredState", "SkippedCheckpoint", "StateTarget",
-    "plan_restore", "reset_to_empty", "restore_state",
+    "check_pointer", "plan_restore", "reset_to_empty", "restore_state",
 ]
 
 
@@ -147,7 +148,23 @@ def _choose(
     return _choose_pointer(catalog, pointer, options)
 
 
+def check_pointer(source: CheckpointCoordinator | CheckpointSource, pointer: str | int) -> None:
+    """Refuse ``pointer`` as :func:`restore_state` would if it names nothing restorable (no such checkpoint or
+    savepoint, never completed, released, its ``_metadata`` unreadable), reading only checkpoint storage: no
+    Spark, nothing written. A caller asks it before taking the deployment's lease."""
+    _resolve(_Catalog(source), pointer)
+
+
 def _choose_pointer(catalog: _Catalog, pointer: str | int, options: RestoreOptions) -> _Chosen:
+    durable, where, metadata = _resolve(catalog, pointer)
+    try:
+        return _Chosen(durable, plan_restore(metadata, where, options))
+    except FALLBACK_ERRORS as exc:
+        raise _not_restorable(pointer, where, exc) from exc
+
+
+def _resolve(catalog: _Catalog, pointer: str | int) -> tuple[str, str, CheckpointMetadata]:
+    """The pointer to record, the ``_metadata`` it leads to, and that metadata."""
     where = str(pointer)
     try:
         found = catalog.storage.resolve_pointer(pointer)
@@ -156,19 +173,23 @@ def _choose_pointer(catalog: _Catalog, pointer: str | int, options: RestoreOptio
         if found.kind is PointerKind.CHECKPOINT_ID:
             where = entry.metadata_path
         metadata = catalog.read_metadata(where, entry.checkpoint_id)
-        # The pointer recorded (progress.json: a restore that died is done again by the next run, from any folder)
-        # and used from here on: an id as given, a path as the folder it led to (a relative path was the shell's).
-        durable = str(pointer) if found.kind is PointerKind.CHECKPOINT_ID else found.metadata_path[: -len(METADATA_FILE) - 1]
-        return _Chosen(durable, plan_restore(metadata, where, options))
     except FALLBACK_ERRORS as exc:
-        what = f"Checkpoint {pointer}" if isinstance(pointer, int) or str(pointer).isdigit() else f"Savepoint {pointer!r}"
-        at = "" if where == str(pointer) or where in exc.message else f" ({where})"  # the path said once
-        raise CheckpointNotRestorable(
-            f"{what}{at} cannot be restored: {exc.message}",
-            action=f"restore another checkpoint or a savepoint ({_LIST}); "
-            "without a pointer the newest usable checkpoint is restored.",
-            pointer=str(pointer), path=where,
-        ) from exc
+        raise _not_restorable(pointer, where, exc) from exc
+    # The pointer recorded (progress.json: a restore that died is done again by the next run, from any folder)
+    # and used from here on: an id as given, a path as the folder it led to (a relative path was the shell's).
+    durable = str(pointer) if found.kind is PointerKind.CHECKPOINT_ID else found.metadata_path[: -len(METADATA_FILE) - 1]
+    return durable, where, metadata
+
+
+def _not_restorable(pointer: str | int, where: str, exc: EpochalStateError) -> CheckpointNotRestorable:
+    what = f"Checkpoint {pointer}" if isinstance(pointer, int) or str(pointer).isdigit() else f"Savepoint {pointer!r}"
+    at = "" if where == str(pointer) or where in exc.message else f" ({where})"  # the path said once
+    return CheckpointNotRestorable(
+        f"{what}{at} cannot be restored: {exc.message}",
+        action=f"restore another checkpoint or a savepoint ({_LIST}); "
+        "without a pointer the newest usable checkpoint is restored.",
+        pointer=str(pointer), path=where,
+    )
 
 
 def _choose_latest(

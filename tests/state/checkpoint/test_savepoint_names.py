@@ -73,3 +73,4 @@ def test_restore_checkpoint_takes_chk_id_as_the_id(pointer, tmp_path, capsys) ->
     assert main(["restore", "--checkpoint", pointer, "--config", str(config)]) != 0
     err = capsys.readouterr().err
     assert "Checkpoint 3 cannot be restored" in err and "Savepoint" not in err, err
+    assert not (tmp_path / "checkpoints").exists(), "refused before the lease: nothing written (probe 14)"
