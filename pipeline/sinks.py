@@ -221,7 +221,9 @@ class DeltaSink:
         if self.spec.mode is SinkMode.APPEND:
             from delta.tables import DeltaTable
 
-            cond = F.lit(True) if last_epoch is None else F.col(EPOCH_COLUMN) > F.lit(last_epoch)
+            # A SQL string, not a Column: a restore that needs Spark only here starts it in forPath (a Column built
+            # before it had no JVM to build on: AssertionError, probe 15's restore past a sink added later).
+            cond = "true" if last_epoch is None else f"`{EPOCH_COLUMN}` > {int(last_epoch)}"
             DeltaTable.forPath(self.spark, self.path).delete(cond)
             return
         content = self._conform(view) if view is not None else empty_frame(self.spark, self.spec.schema)
