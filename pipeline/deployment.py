@@ -8,6 +8,7 @@ from pyspark.sql import SparkSession
 
 from epochal.config import Settings
 from epochal.pipeline.dag import Pipeline
+from epochal.pipeline.errors import PartitionsChangedError, PipelineError
 from epochal.pipeline.faults import crashpoint
 from epochal.pipeline.lease import DeploymentLease
 from epochal.pipeline.partitions import Partitioning
@@ -54,9 +55,9 @@ class Deployment:
         )
         self.storage = self.coordinator.storage
         self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock,
-                                     preflight=self.check_locations)
+                                     preflight=self._before_first_write)
         self.coordinator.fence = self.fence  # the completion commit is fenced, and so is every write below
-        self.progress = ProgressStore(self.storage, self.fence, declared_states(pipeline))
+        self.progress = ProgressStore(self.storage, self.fence, declared_states(pipeline), self.partitioning.record())
         self.shared_root = to_spark(self.storage.shared_url)
         self.parallelism = self._recorded_parallelism() or settings.spark.parallelism
         warehouse = to_spark(settings.warehouse)
@@ -81,6 +82,35 @@ class Deployment:
         self.inspector = inspector
         for backend in [*self.keyed.values(), *self.operator.values()]:
             backend.inspector = inspector
+
+    def _before_first_write(self) -> None:
+        """The lease's preflight: what refuses a leased command (run, restore, savepoint) with nothing written."""
+        self.check_locations()
+        self.check_partitions()
+
+    def check_partitions(self) -> None:
+        """Refuse partitions other than those that numbered this deployment's epochs (recorded in ``progress.json``).
+
+        Found from outside (probe 15): ``partitions.start`` moved two hours later and the next run went on from
+        the state's epoch, now two hours later: two hours of input were never read, and a restore after the start
+        was set back replayed source plans of the wrong windows. Flink refuses a changed max parallelism for the
+        same reason: it renumbers what the state is keyed by."""
+        try:
+            recorded = self.progress.load().partitions
+        except PipelineError:  # a corrupt position file: a restore rewrites it, so it must not be refused here
+            return
+        configured = self.partitioning.record()
+        if recorded is None or recorded == configured:
+            return
+        changed = ", ".join(f"{k} {recorded.get(k)} (now {configured[k]})" for k in configured if recorded.get(k) != configured[k])
+        raise PartitionsChangedError(
+            f"partitions changed since this deployment's epochs were numbered ({self.progress.path} records {changed}): "
+            "epoch N is the Nth window from partitions.start, so the state, the sinks and the recorded source plans "
+            "would be read against other windows; nothing was run or written",
+            action=f"set partitions back to start: {recorded.get('start')}, granularity: {recorded.get('granularity')} "
+                   "in the configuration; other partitions are a new deployment (another checkpoints.dir and warehouse)",
+            recorded=recorded, configured=configured,
+        )
 
     def check_locations(self) -> None:
         """Refuse a location whose object store's bucket does not exist or cannot be read, before the first write

@@ -159,6 +159,11 @@ class SourceNotFoundError(PipelineError):
     """A source's landing folder does not exist (a configuration mistake: nothing would ever be read)."""
 
 
+class PartitionsChangedError(PipelineError):
+    """``partitions.start`` or ``partitions.granularity`` differ from those that numbered the deployment's epochs
+    (epoch N is the Nth window from the start): running on would read other windows as the same epochs."""
+
+
 class UnreadFilesError(PipelineError):
     """An epoch's input holds files that would not be read, and the epoch would be done without them: files its
     source would not read and none it would, files in a day folder outside its hour folders, names Spark reads as

@@ -31,6 +31,10 @@ class Partitioning:
     def from_settings(cls, settings: PartitionSettings) -> Partitioning:
         return cls(settings.start.astimezone(timezone.utc), settings.granularity)
 
+    def record(self) -> dict[str, str]:
+        """What numbers the epochs, as ``progress.json`` records it (see ``Deployment.check_partitions``)."""
+        return {"start": self.start.isoformat(), "granularity": self.granularity.value}
+
     @property
     def fmt(self) -> str:
         return FORMATS[self.granularity]

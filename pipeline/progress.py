@@ -36,6 +36,9 @@ class Progress:
     #: The states (``stage/state``) the pipeline declared when its last epoch or restore ended: the working tables
     #: hold those (None: not recorded, a file from before it was).
     states: tuple[str, ...] | None = None
+    #: The partitioning that numbered the epochs (``{"start": ISO time, "granularity": ...}``; None: a file from before
+    #: it was recorded). Epoch N is the Nth window from ``start``: changing either would renumber every epoch.
+    partitions: dict[str, str] | None = None
 
     @property
     def clean(self) -> bool:
@@ -51,11 +54,17 @@ class Progress:
 
 
 class ProgressStore:
-    def __init__(self, storage: CheckpointStorage, fence: Fence = no_fence, states: Iterable[str] | None = None) -> None:
+    def __init__(self, storage: CheckpointStorage, fence: Fence = no_fence, states: Iterable[str] | None = None,
+                 partitions: dict[str, str] | None = None) -> None:
         self._storage = storage
         self._path = storage.child(PROGRESS_FILE)
         self._fence = fence
         self._states = None if states is None else tuple(sorted(states))  # the pipeline's, recorded at each end
+        self._partitions = partitions  # the configuration's, recorded at every write
+
+    @property
+    def path(self) -> str:
+        return self._path
 
     def exists(self) -> bool:
         """False when no run ever started here, or the file was deleted."""
@@ -70,8 +79,11 @@ class ProgressStore:
             states = data.get("states")
             if states is not None and not (isinstance(states, list) and all(isinstance(s, str) for s in states)):
                 raise ValueError(f"states must be null or a list of names, got {states!r}")
+            partitions = data.get("partitions")
+            if partitions is not None and not (isinstance(partitions, dict) and all(isinstance(v, str) for v in partitions.values())):
+                raise ValueError(f"partitions must be null or an object of strings, got {partitions!r}")
             progress = Progress(data.get("last_done_epoch"), data.get("in_progress"), data.get("restoring"),
-                                data.get("parallelism"), None if states is None else tuple(states))
+                                data.get("parallelism"), None if states is None else tuple(states), partitions)
             epochs = (progress.last_done_epoch, progress.in_progress)
             if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in epochs):
                 raise ValueError(f"epochs must be null or integers >= 0, got {data}")
@@ -90,7 +102,8 @@ class ProgressStore:
 
     def save(self, progress: Progress) -> None:
         self._fence("write the run position")
-        self._storage.write_atomic(self._path, json.dumps(asdict(progress)).encode())
+        record = asdict(progress) | ({"partitions": self._partitions} if self._partitions is not None else {})
+        self._storage.write_atomic(self._path, json.dumps(record).encode())
 
     def start(self, epoch: int) -> None:
         current = self.load()

@@ -119,10 +119,11 @@ class EpochRunner:
         position on is replayed with fresh source plans. ``replan`` also re-plans epochs
         that run in order (a Dagster backfill runs one partition per run).
 
-        A failed pipeline, a bad range and a source whose input is missing are refused before the lease is
-        taken: nothing is written, not even a lease record in a new checkpoint folder (probe 13). The range is
-        checked again holding the lease, where another run may have moved the state in between.
+        Changed partitions, a failed pipeline, a bad range and a source whose input is missing are refused before
+        the lease is taken: nothing is written, not even a lease record in a new checkpoint folder (probe 13). The
+        range is checked again holding the lease, where another run may have moved the state in between.
         """
+        self.d.check_partitions()
         self._refuse_failed()
         self._check_range(from_, to, now)
         self._check_sources()

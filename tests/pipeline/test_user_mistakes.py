@@ -473,3 +473,30 @@ def test_a_folder_in_an_hour_folder_whose_name_matches_the_pattern_fails_the_pla
         source.plan(hours.info(0))
     (landing / "dt=2026-11-01/hour=00/batch.jsonl").rename(landing / "dt=2026-11-01/hour=00/batch")
     assert [Path(f).name for f in source.plan(hours.info(0)).files] == ["part-1.jsonl"]
+
+
+def test_partitions_changed_since_the_epochs_were_numbered_are_refused_before_any_work(spark, tmp_path, toy_registered):
+    """Found from outside (probe 15): ``partitions.start`` moved two hours later, and the next run went on from the
+    state's epoch, now two hours later: two hours of input were never read. ``run``, ``restore`` and ``savepoint``
+    refuse it, naming what changed and where it is recorded, with no JVM and nothing written; set back, it runs."""
+    runner = _runner(spark, tmp_path)
+    runner.run(to=FIRST)
+    progress = tmp_path / "checkpoints" / "progress.json"
+    assert json.loads(progress.read_text())["partitions"] == {"start": "2026-11-01T00:00:00+00:00", "granularity": "hourly"}
+    before = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.glob("**/*") if p.is_file())
+    moved = tmp_path / "moved.yaml"
+    moved.write_text(yaml.safe_dump({**yaml.safe_load((tmp_path / "epochal.yaml").read_text()),
+                                     "partitions": {"start": "2026-11-01T02:00:00Z"}}))
+    env = child_env({**os.environ, "JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ["PATH"]})
+    code = "import sys, tests.support.toy_pipeline as t; t.register(); from epochal.orchestration.cli import main; sys.exit(main(sys.argv[1:]))"
+    for command in (["run", "--to", "2026-11-01-03:00"], ["restore"], ["savepoint", "--name", "sp"]):
+        result = subprocess.run([sys.executable, "-c", code, *command, "--config", str(moved)],
+                                capture_output=True, text=True, timeout=300, env=env)
+        assert result.returncode == 1, (command, result.stderr[-2000:])
+        assert "partitions changed since this deployment's epochs were numbered" in result.stderr, result.stderr[-2000:]
+        assert "start 2026-11-01T00:00:00+00:00 (now 2026-11-01T02:00:00+00:00)" in result.stderr
+        assert "set partitions back to start: 2026-11-01T00:00:00+00:00" in result.stderr
+        assert "Traceback" not in result.stderr and "java" not in result.stderr.lower()
+    moved.unlink()
+    after = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.glob("**/*") if p.is_file())
+    assert after == before, "nothing written"
