@@ -176,7 +176,9 @@ pytest
 
 Input is JSON lines in hourly folders, `data/landing/dt=YYYY-MM-DD/hour=HH/*.jsonl`, one epoch per hour from
 `partitions.start`. `epochal run` without `--to` runs every hour up to the last one that has ended, an empty
-epoch for an hour without a folder: move `partitions.start` to where your data begins.
+epoch for an hour without a folder: move `partitions.start` to where your data begins, before the first run (it
+numbers the epochs, so a deployment that has run refuses another; delete `data/checkpoints` and `data/warehouse` to
+start over).
 """
 
 

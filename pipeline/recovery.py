@@ -29,6 +29,7 @@ from epochal.pipeline.stage import SinkMode
 from epochal.state.checkpoint import CompletedCheckpoint
 from epochal.state.checkpoint.lineage import Lineage, describe
 from epochal.state.delta.paths import to_url
+from epochal.state.errors import UnclaimedStateError
 
 log = logging.getLogger("epochal.recovery")
 
@@ -93,7 +94,15 @@ class Recovery:
             log.warning("the last run did not finish epoch %s (it died or failed): restoring the latest completed "
                         "checkpoint", progress.in_progress)
             # Never forward: a savepoint of a later epoch (kept after an older restore) is not where the state was.
-            return self.restore(max_epoch=progress.in_progress, checkpoints_first=False)
+            try:
+                return self.restore(max_epoch=progress.in_progress, checkpoints_first=False)
+            except UnclaimedStateError as exc:  # refused while choosing: nothing changed
+                checkpoint_id = exc.context.get("checkpoint_id")
+                if checkpoint_id is None or not self._dropped_before(int(checkpoint_id)):
+                    raise
+                log.warning("restoring checkpoint %s with --allow-non-restored-state, as the restore that started the "
+                            "state's history did: %s", checkpoint_id, exc.message)
+                return self.restore(max_epoch=progress.in_progress, checkpoints_first=False, allow_non_restored_state=True)
         log.warning("the last restore (%s) did not finish: doing it again", json.dumps(target, sort_keys=True))
         if target.get("empty"):
             return self._restore_empty()
@@ -147,7 +156,7 @@ class Recovery:
         epoch = None if result.started_empty else int(result.epoch)
         self._drop_checkpoints_after(epoch)
         by_content = self._rewind_sinks(epoch, result.sinks)
-        self._record_history(epoch, None if result.started_empty else self._local_id(result))
+        self._record_history(epoch, None if result.started_empty else self._local_id(result), allow_non_restored_state)
         if parallelism is not None:  # a rescale: the pipeline runs with it from now on (recorded with the position)
             self.d.parallelism = parallelism
         self.d.progress.reset(epoch, parallelism=parallelism)
@@ -225,7 +234,8 @@ class Recovery:
         skipped: list[str] = []
         for entry in reversed(candidates):
             try:
-                return self.restore(int(entry.checkpoint_id))
+                return self.restore(int(entry.checkpoint_id),
+                                    allow_non_restored_state=self._dropped_before(int(entry.checkpoint_id)))
             except CheckpointNotRestorable as exc:
                 skipped.append(f"{describe(entry)}: {exc.message}")
                 warnings.warn(f"Skipping {skipped[-1]} Trying an older one.", RestoreFallbackWarning, stacklevel=3)
@@ -258,11 +268,20 @@ class Recovery:
         return Restored(checkpoint_id=None, kind=None, epoch=None, partition=None, parallelism=self.d.parallelism,
                         sinks_by_content=tuple(self.d.sinks))
 
-    def _record_history(self, epoch: int | None, restored: int | None) -> None:
+    def _record_history(self, epoch: int | None, restored: int | None, allow_non_restored_state: bool = False) -> None:
         """The restore in the state's history (:mod:`epochal.state.checkpoint.lineage`), before the run position
         says it is done: a restore that dies before it is done again, and recorded then."""
-        Lineage(self.d.storage, self.d.fence).record(
-            after=self.d.coordinator.last_claimed_id(), epoch=epoch, restored=restored)
+        Lineage(self.d.storage, self.d.fence).record(after=self.d.coordinator.last_claimed_id(), epoch=epoch,
+                                                     restored=restored, allow_non_restored_state=allow_non_restored_state)
+
+    def _dropped_before(self, checkpoint_id: int) -> bool:
+        """Whether the restore that started the state's current history dropped the state no stage declares
+        (``--allow-non-restored-state``) and ``checkpoint_id`` was taken before it: a recovery after a crash, or a
+        backfill, that restores it drops the same state again, as Flink's failover keeps the job's restore settings.
+        Found from outside (probe 15): a crash in the first epoch after such a restore left every later run refused
+        ("holds state ... that no current state descriptor claims") until the restore was repeated by hand."""
+        records = Lineage(self.d.storage).load()
+        return bool(records) and records[-1].allow_non_restored_state and checkpoint_id <= records[-1].after
 
     def _local_id(self, result) -> int | None:
         """The restored snapshot's id if it is one of this storage's (else a savepoint of another deployment)."""

@@ -46,6 +46,9 @@ class RestoreRecord:
     after: int
     epoch: int
     restored: int | None
+    #: It was asked to drop state no stage declares (``--allow-non-restored-state``): a recovery that restores a
+    #: snapshot taken before it (id <= ``after``) drops the same, as Flink's failover keeps the job's restore settings.
+    allow_non_restored_state: bool = False
 
 
 class Lineage:
@@ -61,7 +64,8 @@ class Lineage:
             return []
         raw = self._storage.read(self._path)
         try:
-            return [RestoreRecord(int(r["after"]), int(r["epoch"]), None if r["restored"] is None else int(r["restored"]))
+            return [RestoreRecord(int(r["after"]), int(r["epoch"]), None if r["restored"] is None else int(r["restored"]),
+                                  bool(r.get("allow_non_restored_state", False)))
                     for r in json.loads(raw)["restores"]]
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointStorageError(
@@ -71,10 +75,11 @@ class Lineage:
                 path=self._path,
             ) from exc
 
-    def record(self, *, after: int | None, epoch: int | None, restored: int | None) -> None:
+    def record(self, *, after: int | None, epoch: int | None, restored: int | None,
+               allow_non_restored_state: bool = False) -> None:
         """Add a restore to ``epoch`` (None: empty state), after the snapshots up to id ``after``."""
         records = self.load()
-        records.append(RestoreRecord(after or 0, -1 if epoch is None else int(epoch), restored))
+        records.append(RestoreRecord(after or 0, -1 if epoch is None else int(epoch), restored, allow_non_restored_state))
         self._fence("record the restore in the state's history")
         self._storage.write_atomic(self._path, json.dumps({"restores": [asdict(r) for r in records]}).encode())
 

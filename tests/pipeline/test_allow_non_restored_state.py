@@ -185,3 +185,27 @@ def test_a_nullable_field_added_is_refused_until_a_restore_migrates_it_and_says_
     widened.run(to="2026-11-01-01:00")
     stage = next(s for s in widened.d.pipeline.stages if s.name == "last")
     assert {r.key: tuple(r.value) for r in widened.d.keyed["last"].values(stage.last).collect()} == {"a": (10, None), "b": (2, None)}
+
+
+def test_a_crash_after_a_restore_that_dropped_state_recovers_dropping_it_again(spark, project):
+    """Found from outside (probe 15): a crash in the first epoch after ``restore --allow-non-restored-state`` (no
+    checkpoint taken since) left every later run refused: its recovery restored the same savepoint without the flag.
+    As Flink's failover keeps the job's restore settings, the recovery drops the same state again; so does a backfill
+    that restores a snapshot from before that restore. A snapshot taken after it is never restored with the flag."""
+    old = _runner(spark, project, "with_counts")
+    old.run(to="2026-11-01-01:00")
+    savepoint = old.savepoint("before-removal")["path"]
+    new = _runner(spark, project, "without_counts")
+    new.restore(savepoint, allow_non_restored_state=True)
+    new.d.progress.start(2)  # the next run's process dies in epoch 2, before any checkpoint of the new code
+
+    recovered = _runner(spark, project, "without_counts")
+    report = recovered.run(to="2026-11-01-02:00")
+    assert report.restored is not None and report.restored.dropped == ("counts/count",)
+    stage = next(s for s in recovered.d.pipeline.stages if s.name == "sum")
+    assert {r.key: r.value for r in recovered.d.keyed["sum"].values(stage.total).collect()} == {"a": 111, "b": 2}
+
+    backfill = _runner(spark, project, "without_counts")  # restores the old code's checkpoint of epoch 0
+    backfill.run(from_="2026-11-01-01:00", to="2026-11-01-02:00")
+    assert {r.key: r.value for r in backfill.d.keyed["sum"].values(stage.total).collect()} == {"a": 111, "b": 2}
+    assert not backfill.recovery._dropped_before(10**6), "never for a snapshot taken after the restore"
