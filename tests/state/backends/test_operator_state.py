@@ -76,6 +76,17 @@ def test_union_and_broadcast_give_every_subtask_everything(spark, tmp_path):
         assert {r.map_key: r.value for r in got if r.subtask == s} == {"a": 1, "b": 2}
 
 
+def test_a_handles_get_has_the_columns_the_readme_names(spark, tmp_path):
+    """Found from outside (probe 16): the README named ``subtask, ord, parallelism, map_key, value`` for every
+    handle's ``get()``, the stored table's columns; code written from it failed. The README names these now."""
+    store = OperatorStateStore(OperatorStateBackend(spark, str(tmp_path), "s"), parallelism=2)
+    for handle in (store.get_list_state(ListOperatorState("split", T.LongType())),
+                   store.get_union_list_state(UnionListOperatorState("union", T.LongType()))):
+        assert handle.get().columns == ["subtask", "old_subtask", "ord", "value"]
+    assert store.get_broadcast_state(BroadcastState("rules", T.StringType(), T.LongType())).get().columns == [
+        "subtask", "map_key", "value"]
+
+
 def test_snapshot_and_restore_operator_state(spark, tmp_path):
     backend = OperatorStateBackend(spark, str(tmp_path), "s")
     d = ListOperatorState("buf", T.StringType())
