@@ -75,6 +75,12 @@ def _check_name(name: str) -> None:
         )
 
 
+def _check_callables(name: str, **functions: object) -> None:
+    for what, function in functions.items():
+        if function is not None and not callable(function):
+            raise StateDescriptorError(f"state {name!r}: {what} must be a function, got {type(function).__name__} {function!r}")
+
+
 def _check_type(name: str, what: str, dtype: object) -> None:
     if not isinstance(dtype, T.DataType):
         raise StateDescriptorError(
@@ -95,6 +101,11 @@ class KeyedStateDescriptor:
     def __post_init__(self) -> None:
         _check_name(self.name)
         _check_type(self.name, "key_type", self.key_type)
+        if self.ttl is not None and not isinstance(self.ttl, StateTtlConfig):  # found from outside (probe 16)
+            raise StateDescriptorError(
+                f"state {self.name!r}: ttl must be a StateTtlConfig, got {type(self.ttl).__name__} {self.ttl!r}",
+                action="give ttl=StateTtlConfig(timedelta(days=7)), say (epochal.StateTtlConfig)",
+            )
 
     @property
     def stored_type(self) -> T.DataType:
@@ -163,6 +174,7 @@ class ReducingStateDescriptor(KeyedStateDescriptor):
         _check_type(self.name, "value_type", self.value_type)
         if self.reduce is None and self.py_reduce is None:
             raise StateDescriptorError(f"reducing state {self.name!r} needs reduce= or py_reduce=")
+        _check_callables(self.name, reduce=self.reduce, py_reduce=self.py_reduce)
 
     @property
     def stored_type(self) -> T.DataType:
@@ -200,6 +212,8 @@ class AggregatingStateDescriptor(KeyedStateDescriptor):
                 f"aggregating state {self.name!r} needs create/add/result (Column functions) "
                 "or py_create/py_add/py_result (Python functions)"
             )
+        _check_callables(self.name, create=self.create, add=self.add, result=self.result, py_create=self.py_create,
+                         py_add=self.py_add, py_result=self.py_result)
 
     @property
     def stored_type(self) -> T.DataType:

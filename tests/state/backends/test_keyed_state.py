@@ -229,6 +229,11 @@ def test_bad_descriptors_and_inputs_name_the_problem(spark, tmp_path, keyed):
         ReducingStateDescriptor("r")
     with pytest.raises(StateDescriptorError, match="TTL must be positive"):
         StateTtlConfig(timedelta(0))
+    # Found from outside (probe 16): accepted, then failing at the first write as "'int' object has no attribute 'ttl'"
+    with pytest.raises(StateDescriptorError, match=r"state 'x': ttl must be a StateTtlConfig, got int 3600"):
+        ValueStateDescriptor("x", value_type=T.LongType(), ttl=3600)
+    with pytest.raises(StateDescriptorError, match=r"state 'r': reduce must be a function, got int 5"):
+        ReducingStateDescriptor("r", reduce=5)
     backend = keyed(spark, str(tmp_path), "s")
     d = ValueStateDescriptor("v", value_type=T.LongType())
     with pytest.raises(StateSchemaError, match=r"missing column\(s\) \['value'\]"):
