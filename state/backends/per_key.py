@@ -34,6 +34,7 @@ from pyspark.sql import types as T
 from epochal.state.descriptors import (
     AggregatingStateDescriptor,
     KeyedStateDescriptor,
+    KeyedStateType,
     ListStateDescriptor,
     MapStateDescriptor,
     ReducingStateDescriptor,
@@ -276,32 +277,38 @@ class KeyedContext:
     watermark: datetime | None = None
     _timers: str | None = None
 
-    def _slot(self, descriptor: KeyedStateDescriptor, namespace: str) -> _Slot:
+    def _slot(self, descriptor: KeyedStateDescriptor, namespace: str, kind: KeyedStateType) -> _Slot:
         if descriptor.name not in self._descriptors:
             raise StateSchemaError(
                 f"state {descriptor.name!r} was not declared for this stage; declared: {sorted(self._descriptors)}",
                 action="add its descriptor to the stage's state list",
             )
+        if descriptor.state_type is not kind:  # found from outside (probe 16): failed later, deep in pyarrow
+            raise StateSchemaError(
+                f"state {descriptor.name!r} is {descriptor.state_type.value} state, ctx.{kind.value}() needs "
+                f"{kind.value} state",
+                action=f"call ctx.{descriptor.state_type.value}() for it, or declare it with the descriptor of that kind",
+            )
         return self._slots.setdefault((descriptor.name, namespace), _Slot(None))
 
     def value(self, d: ValueStateDescriptor, namespace: str = VOID_NAMESPACE) -> ValueState:
-        return ValueState(self._slot(d, namespace))
+        return ValueState(self._slot(d, namespace, KeyedStateType.VALUE))
 
     def list(self, d: ListStateDescriptor, namespace: str = VOID_NAMESPACE) -> ListState:
-        return ListState(self._slot(d, namespace))
+        return ListState(self._slot(d, namespace, KeyedStateType.LIST))
 
     def map(self, d: MapStateDescriptor, namespace: str = VOID_NAMESPACE) -> MapState:
-        return MapState(self._slot(d, namespace))
+        return MapState(self._slot(d, namespace, KeyedStateType.MAP))
 
     def reducing(self, d: ReducingStateDescriptor, namespace: str = VOID_NAMESPACE) -> ReducingState:
-        if d.py_reduce is None:
+        if d.state_type is KeyedStateType.REDUCING and d.py_reduce is None:
             raise StateSchemaError(f"reducing state {d.name!r} has no py_reduce= for per-key use")
-        return ReducingState(self._slot(d, namespace), d.py_reduce)
+        return ReducingState(self._slot(d, namespace, KeyedStateType.REDUCING), d.py_reduce)
 
     def aggregating(self, d: AggregatingStateDescriptor, namespace: str = VOID_NAMESPACE) -> AggregatingState:
-        if d.py_add is None:
+        if d.state_type is KeyedStateType.AGGREGATING and d.py_add is None:
             raise StateSchemaError(f"aggregating state {d.name!r} has no py_create/py_add/py_result for per-key use")
-        return AggregatingState(self._slot(d, namespace), d)
+        return AggregatingState(self._slot(d, namespace, KeyedStateType.AGGREGATING), d)
 
     def timer_service(self) -> TimerService:
         """The key's event-time timers (``run_keyed_process(..., timers=, watermark=)``)."""

@@ -86,6 +86,21 @@ def test_undeclared_state_is_a_clear_error(spark, tmp_path):
         run_keyed_process(backend, batch, "user", [COUNT], Undeclared(), OUT).collect()
 
 
+class WrongKind:
+    def process(self, key, records, ctx):
+        ctx.list(COUNT).add("x")  # COUNT is value state
+        return []
+
+
+def test_a_handle_of_the_wrong_kind_is_a_clear_error_naming_the_state(spark, tmp_path):
+    """Found from outside (probe 16): ``ctx.list(<value descriptor>)`` was accepted and failed later in pyarrow
+    ("Unsupported cast from list<item: string> to int64"), naming neither the state nor the call."""
+    backend = KeyedStateBackend(spark, str(tmp_path), "s")
+    batch = spark.createDataFrame([("u1", 1)], "user string, n long")
+    with pytest.raises(Exception, match=r"state 'count' is value state, ctx.list\(\) needs list state"):
+        run_keyed_process(backend, batch, "user", [COUNT], WrongKind(), OUT).collect()
+
+
 # -- event-time timers (Flink's TimerService / onTimer) ------------------------------------------
 
 LAST_SEEN = ValueStateDescriptor("last_seen", value_type=T.TimestampType())
