@@ -207,7 +207,8 @@ class DeltaSink:
             return True
         self.fence(f"restore sink {self.spec.name} to version {position.version}")
         try:
-            restore_to_version(self.spark, self.path, position.version)
+            # A column the user added since (the refusal of a widened SinkSpec says ALTER TABLE ... ADD COLUMNS) stays.
+            restore_to_version(self.spark, self.path, position.version, keep_added_columns=True)
         except Exception as exc:  # noqa: BLE001 - Delta raises several JVM errors (vacuumed files, log cleaned up)
             log.warning("sink %s: cannot restore %s to version %s (%s); rewinding it by content instead",
                         self.spec.name, self.path, position.version, str(exc).splitlines()[0][:300])

@@ -53,11 +53,15 @@ SAFE_LEGACY_WRITER_VERSION = 3
 REFUSED_PROPERTIES = {"delta.appendOnly": "true", "delta.enableChangeDataFeed": "true"}
 
 
-def restore_commit(table_url: str, version: int, *, user_metadata: str | None = None) -> int | None:
+def restore_commit(table_url: str, version: int, *, user_metadata: str | None = None,
+                   keep_added_columns: bool = False) -> int | None:
     """Restore the Delta table at ``table_url`` to ``version`` with one commit written from its log.
 
     Returns the table's version afterwards (the latest unchanged when it already holds
     ``version``'s files), or ``None`` when this table needs Delta's own RESTORE (see the module).
+    ``keep_added_columns``: where the only change of metadata since ``version`` is nullable columns added at the
+    end (``ALTER TABLE ... ADD COLUMNS``), restore the files and keep the latest schema, in which the restored
+    files' rows read those columns as null (a sink whose user added a column: probe 15).
     """
     table = DeltaLog(table_url)
     latest = table.latest_version()
@@ -69,7 +73,7 @@ def restore_commit(table_url: str, version: int, *, user_metadata: str | None = 
         log.debug("%s: %s", table_url, exc)
         return None
     target, current = snapshots[version], snapshots[latest]
-    refusal = unsupported(target, current)
+    refusal = unsupported(target, current, keep_added_columns=keep_added_columns)
     if refusal is None and (missing := table.missing_files(target)):
         refusal = f"{len(missing)} file(s) of version {version} are gone, e.g. {missing[0]}"
     if refusal is not None:
@@ -92,13 +96,13 @@ def restore_commit(table_url: str, version: int, *, user_metadata: str | None = 
     return latest + 1
 
 
-def unsupported(target: VersionSnapshot, current: VersionSnapshot) -> str | None:
+def unsupported(target: VersionSnapshot, current: VersionSnapshot, *, keep_added_columns: bool = False) -> str | None:
     """Why a commit of files alone would not restore ``current`` to ``target`` (None: it would)."""
     if target.protocol is None or current.protocol is None:
         return "a version without a protocol action"
     if _protocol(target.protocol) != _protocol(current.protocol):
         return "the protocol changed since"
-    if _metadata(target) != _metadata(current):
+    if _metadata(target) != _metadata(current) and not (keep_added_columns and _only_columns_added(target, current)):
         return "the table's metadata changed since"
     protocol = current.protocol
     writer_version = int(protocol.get("minWriterVersion") or 0)
@@ -235,12 +239,21 @@ def _metadata(snapshot: VersionSnapshot) -> tuple:
             form.get("provider"), _map(form.get("options")))
 
 
-def restore_to_version(spark: Any, path: str, version: int, *, user_metadata: str | None = None) -> None:
+def _only_columns_added(target: VersionSnapshot, current: VersionSnapshot) -> bool:
+    """``current``'s metadata is ``target``'s but for nullable columns added after its columns."""
+    old, new = json.loads(target.schema_json)["fields"], json.loads(current.schema_json)["fields"]
+    same_rest = _metadata(target)[:1] + _metadata(target)[2:] == _metadata(current)[:1] + _metadata(current)[2:]
+    return same_rest and len(new) > len(old) and new[: len(old)] == old and all(f.get("nullable") for f in new[len(old):])
+
+
+def restore_to_version(spark: Any, path: str, version: int, *, user_metadata: str | None = None,
+                       keep_added_columns: bool = False) -> None:
     """RESTORE the table at ``path`` (a Spark path or URL) to ``version``: the commit from the log
-    where it is all a RESTORE needs, else Delta's own (which raises when the version cannot be restored)."""
+    where it is all a RESTORE needs, else Delta's own (which raises when the version cannot be restored).
+    ``keep_added_columns``: see :func:`restore_commit`."""
     from delta.tables import DeltaTable
 
     from epochal.state.delta.paths import to_spark, to_url
 
-    if restore_commit(to_url(path), version, user_metadata=user_metadata) is None:
+    if restore_commit(to_url(path), version, user_metadata=user_metadata, keep_added_columns=keep_added_columns) is None:
         DeltaTable.forPath(spark, to_spark(path)).restoreToVersion(version)

@@ -124,3 +124,25 @@ def test_a_commit_taken_first_is_not_overwritten(spark, tmp_path):
         module.DeltaLog.latest_version = real
     assert json.loads(taken.read_text())["commitInfo"]["operation"] == "WRITE"
     assert not list((tmp_path / "t" / "_delta_log").glob(".*.tmp"))
+
+
+def test_a_sinks_restore_keeps_the_columns_its_user_added_since(spark, tmp_path):
+    """Found from outside (probe 15): a widened SinkSpec is refused with the way out ``ALTER TABLE ... ADD
+    COLUMNS``; a crash recovery (or a restore, or a backfill) then RESTOREd the sink to a version before the ALTER,
+    Delta's own RESTORE took the column away again, and the next run was refused once more. With
+    ``keep_added_columns`` (the sinks') the files come back and the added nullable column stays, null in them."""
+    from deltalake import DeltaTable as RsTable
+
+    path = str(tmp_path / "sink")
+    spark.createDataFrame([("a", 1)], "key STRING, total BIGINT").write.format("delta").save(path)  # version 0
+    spark.createDataFrame([("b", 2)], "key STRING, total BIGINT").write.format("delta").mode("append").save(path)
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (avg DOUBLE)")  # version 2
+    spark.createDataFrame([("c", 3, 1.5)], "key STRING, total BIGINT, avg DOUBLE").write.format("delta").mode("append").save(path)
+    assert restore_commit(path, 0) is None, "without it, the metadata changed since: Delta's own RESTORE"
+    assert restore_commit(path, 0, keep_added_columns=True) == 4
+    table = RsTable(path)  # delta-rs reads it too
+    assert [f.name for f in table.schema().fields] == ["key", "total", "avg"]
+    assert table.to_pyarrow_table().to_pylist() == [{"key": "a", "total": 1, "avg": None}]
+
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('epochal.owner' = 'someone')")  # not a column added
+    assert restore_commit(path, 0, keep_added_columns=True) is None
