@@ -106,10 +106,16 @@ class StageError(PipelineError):
         where = f"{self.what} {stage!r} failed at epoch {epoch} (partition {partition})"
         full = f"{type(cause).__name__}: {cause}"
         first = one_line(cause)
+        notes = []
+        if (state := getattr(cause, "epochal_state", None)) is not None:  # a keyed state write's job failed
+            frame = user_frame(cause)
+            notes += [f"while writing state {state}"] + ([f"at {frame}"] if frame is not None else [])
         if upstream and computed_lazily(cause):
-            first += f" (Spark computes lazily: the failing expression may be {self.lazily}: {', '.join(upstream)})"
-        elif (frame := user_frame(cause)) is not None:
-            first += f" (at {frame})"
+            notes.append(f"Spark computes lazily: the failing expression may be {self.lazily}: {', '.join(upstream)}")
+        elif state is None and (frame := user_frame(cause)) is not None:
+            notes.append(f"at {frame}")
+        if notes:
+            first += f" ({'; '.join(notes)})"
         super().__init__(f"{where}: {first}" + ("" if full == first else f"\n{full}"),
                          **{self.what: stage}, epoch=epoch, partition=partition)
 

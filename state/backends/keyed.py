@@ -419,6 +419,9 @@ class KeyedStateBackend:
                                           descriptor.name)
         if error is not None:
             raise error from exc
+        # Any other failure of the write's job (a value that does not cast, a reduce that raises): the stage's error
+        # names the state being written (probe 16: it named neither the state nor the user's line)
+        exc.epochal_state = f"{self.stage}/{descriptor.name}"  # type: ignore[attr-defined]
 
     def _may_hold_expired(self, path: str) -> bool:
         """False when the table's statistics prove that no row has expired at the epoch clock.

@@ -145,7 +145,8 @@ def test_a_udfs_error_is_named_in_the_first_line_with_the_stages_spark_may_have_
         runner.run(to=FIRST)
     first_line = str(raised.value).splitlines()[0]
     assert re.match(r"(stage 'sum'|sink 'totals') failed at epoch 0 \(partition 2026-11-01-00:00\): \w*Exception: "
-                    r".*RuntimeError: cannot double 2 \(Spark computes lazily: the failing expression may be "
+                    r".*RuntimeError: cannot double 2 \((?:while writing state sum/total; at \S+:\d+ in doubled; )?"
+                    r"Spark computes lazily: the failing expression may be "
                     r"(this stage's or in a stage it reads: read|in the stages its input is computed in: read, sum)\)$",
                     first_line), first_line
 
@@ -500,3 +501,23 @@ def test_partitions_changed_since_the_epochs_were_numbered_are_refused_before_an
     moved.unlink()
     after = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.glob("**/*") if p.is_file())
     assert after == before, "nothing written"
+
+
+class CastsBadly(toy.Sum):
+    def process(self, ctx, inputs):
+        batch = inputs["read.rows"].groupBy("key").agg(F.sum("n").alias("n"))
+        ctx.keyed.update(toy.TOTAL, batch.select("key", F.lit("not a number").alias("value")))  # a long state
+        return {"totals": batch.select("key", F.col("n").alias("total"))}
+
+
+def test_a_failed_state_write_names_the_state_and_the_line(spark, tmp_path, toy_registered):
+    """Found from outside (probe 16): a value that does not cast to the state's type (or a reduce that raises)
+    failed the stage naming neither the state being written nor the user's line, only the upstream stages."""
+    runner = _runner(spark, tmp_path, CastsBadly)
+    with pytest.raises(StageError) as raised:
+        runner.run(to=FIRST)
+    first_line = str(raised.value).splitlines()[0]
+    assert first_line.startswith("stage 'sum' failed at epoch 0 (partition 2026-11-01-00:00): "), first_line
+    assert "CAST_INVALID_INPUT" in first_line or "NumberFormatException" in first_line, first_line
+    assert re.search(r"\(while writing state sum/total; at \S*test_user_mistakes\.py:\d+ in process; Spark computes lazily",
+                     first_line), first_line
