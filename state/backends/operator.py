@@ -27,7 +27,7 @@ from pyspark.sql import types as T
 from epochal.state.backends.values import check_value_type
 from epochal.state.delta import io as delta_io
 from epochal.state.delta import overwrite as delta_overwrite
-from epochal.state.determinism import PlanInspector
+from epochal.state.determinism import SUBTASK_COLUMN, PlanInspector
 from epochal.state.descriptors import OperatorStateDescriptor, OperatorStateMode
 from epochal.state.errors import StateSchemaError
 from epochal.state.fence import Fence, no_fence
@@ -412,7 +412,7 @@ def run_subtask_process(
     The new lists are staged in ``store`` and written by ``store.snapshot()``.
     Broadcast state is read-only here (every subtask sees the same map).
     """
-    records = batch.repartition(store.parallelism).withColumn("__subtask", F.spark_partition_id())
+    records = batch.repartition(store.parallelism).withColumn(SUBTASK_COLUMN, F.spark_partition_id())
     state = _subtask_state_rows(store, lists, broadcasts)
     schema = T.StructType(
         [T.StructField("__kind", T.StringType()), T.StructField("__subtask", T.IntegerType()), T.StructField("__idx", T.IntegerType()), T.StructField("__v", T.StringType())]

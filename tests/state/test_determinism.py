@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from epochal.state.determinism import PlanInspector, findings
+from epochal.state.determinism import SUBTASK_COLUMN, PlanInspector, findings
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,8 @@ CLEAN = {
     "ordered pick": lambda df: df.groupBy("user").agg(F.max_by("id", "id").alias("last_id")),
     "a column named first": lambda df: df.withColumnRenamed("id", "first").select(F.col("first") + 1),
     "a deterministic UDF": lambda df: df.select(F.udf(lambda x: x, "long")("id").alias("x")),
+    # epochal's own subtasks (run_subtask_process), not the user's expression (probe 16)
+    "epochal's subtasks": lambda df: df.repartition(2).withColumn(SUBTASK_COLUMN, F.spark_partition_id()),
 }
 
 
