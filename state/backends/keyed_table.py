@@ -70,7 +70,8 @@ def check_table(stage: str, descriptor: KeyedStateDescriptor, path: str, max_par
     if recorded_type is not None and recorded_type != descriptor.state_type.value:
         raise StateSchemaError(
             f"state {stage}/{descriptor.name} is {recorded_type} state, not {descriptor.state_type.value}",
-            action="give the new state another name, or migrate it",
+            action="keep its descriptor's kind, or give the new state another name (the old one is then dropped by "
+                   "`epochal restore --allow-non-restored-state`)",
             state=descriptor.name,
         )
     check_value_type(f"state {stage}/{descriptor.name}", descriptor.name, descriptor.stored_type, props.get(PROP_VALUE_TYPE))

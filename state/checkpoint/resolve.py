@@ -57,9 +57,18 @@ class CheckpointResolver:
             return self._committed(metadata.checkpoint_id, found)
         return CompletedCheckpoint(metadata=metadata, metadata_path=found.metadata_path, status=RetentionStatus.EXTERNAL)
 
-    def _rewound_since(self, checkpoint_id: int) -> str | None:
-        """The last restore after ``checkpoint_id`` (``_lineage.json``), as the reason it may have been removed."""
-        rewinds = [r for r in Lineage(self._storage).load() if r.after >= checkpoint_id]
+    def _epoch_of(self, metadata_path: str) -> int | None:
+        try:
+            return int(self.read_metadata(metadata_path).epoch)
+        except Exception:  # noqa: BLE001 - gone or unreadable: the epoch is only a hint for the reason
+            return None
+
+    def _rewound_since(self, checkpoint_id: int, epoch: int | None = None) -> str | None:
+        """The last restore after ``checkpoint_id`` (``_lineage.json``) that rewound to before its ``epoch`` (when
+        known), as the reason it may have been removed: a restore to a later epoch removed no checkpoint of it
+        (probe 16: a checkpoint retention released was said to be removed by a rewind to a later epoch)."""
+        rewinds = [r for r in Lineage(self._storage).load()
+                   if r.after >= checkpoint_id and (epoch is None or r.epoch < epoch)]
         if not rewinds:
             return None
         to = "empty state" if rewinds[-1].epoch < 0 else f"epoch {rewinds[-1].epoch}"
@@ -88,7 +97,7 @@ class CheckpointResolver:
             retained = [int(e.checkpoint_id) for e in self._store.all()]  # a rewind drops the newest: not "the newest"
             newest = f"the newest retained is {max(retained)}" if retained else "none is retained"
             abandoned = [name for name, taken in savepoints_in_progress(self._storage) if taken == checkpoint_id]
-            rewound = self._rewound_since(checkpoint_id)
+            rewound = self._rewound_since(checkpoint_id, self._epoch_of(found.metadata_path))
             why = (f"it is savepoint '{abandoned[0]}' ({self._storage.savepoint_dir(abandoned[0])}), which was never "
                    "committed: its process died while writing it, and the next savepoint removes its folder"
                    if abandoned else
@@ -104,7 +113,8 @@ class CheckpointResolver:
                 action=_LIST, pointer=found.pointer, checkpoint_id=checkpoint_id,
             )
         if not entry.status.restorable:
-            rewound = self._rewound_since(checkpoint_id) if entry.status is not RetentionStatus.SUBSUMED else None
+            rewound = (self._rewound_since(checkpoint_id, int(entry.metadata.epoch))
+                       if entry.status is not RetentionStatus.SUBSUMED else None)
             raise CheckpointNotFound(
                 f"Checkpoint {checkpoint_id} ({found.metadata_path}) is {entry.status.value}: it is no longer retained "
                 f"and its files may be gone{f' ({rewound})' if rewound else ''}.",

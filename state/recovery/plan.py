@@ -135,10 +135,10 @@ def _check_rescale(
     current = target.max_parallelism if target is not None else None
     if recorded is not None and current is not None and recorded != current:
         raise MaxParallelismMismatch(
-            f"State {handle.key} in checkpoint {metadata.checkpoint_id} was written with max parallelism {recorded}; "
+            f"State {handle.key} in {_named(metadata)} was written with max parallelism {recorded}; "
             f"the pipeline now uses {current}.",
-            action=f"set the max parallelism back to {recorded} (it fixes the key groups of keyed state); "
-            "to change it, rewrite the state into a new savepoint (State Processor API).",
+            action=f"set the max parallelism back to {recorded} (it fixes the key groups of keyed state, as in Flink); "
+            "a pipeline with another one starts from empty state (another checkpoints.dir and warehouse).",
             state=handle.key, checkpoint_id=metadata.checkpoint_id,
         )
     limit = current or recorded
@@ -194,7 +194,6 @@ def _incompatible(metadata: CheckpointMetadata, target: StateTarget, comparison:
         f"State {target.key} in {_named(metadata)} cannot be migrated to its current descriptor: "
         f"column {comparison.column} {comparison.problem}.",
         action="only nullable fields may be added to a state's schema; restore with the previous descriptor, "
-        "or give the changed state a new name (its old state is then dropped with --allow-non-restored-state), "
-        "or rewrite the state into a new savepoint (State Processor API).",
+        "or give the changed state a new name (its old state is then dropped with --allow-non-restored-state).",
         state=target.key, column=comparison.column, checkpoint_id=metadata.checkpoint_id,
     )

@@ -179,3 +179,16 @@ def test_checkpoints_list_says_which_savepoint_folder_was_deleted_by_hand(tmp_pa
     assert "retained, missing" in lines["gone"] and "missing" not in lines["kept"], lines
     assert main(["checkpoints", "inspect", str(int(gone.checkpoint_id)), "--config", str(config)]) == 0
     assert "(retained, missing)" in capsys.readouterr().out
+
+
+def test_a_rewind_to_a_later_epoch_is_not_given_as_the_reason_a_checkpoint_is_gone(tmp_path) -> None:
+    """Found from outside (probe 16): checkpoint 2 (epoch 1), released by retention, was said to be likely removed by
+    a later restore that rewound the state to epoch 3, which removes only checkpoints of epochs after 3."""
+    from epochal.state.checkpoint.lineage import Lineage
+
+    storage = CheckpointStorage(str(tmp_path / "checkpoints"))
+    Lineage(storage).record(after=5, epoch=3, restored=4)
+    resolver = CheckpointResolver(storage, InMemoryCompletedCheckpointStore())
+    assert resolver._rewound_since(2, epoch=1) is None
+    assert "rewound the state to epoch 3" in resolver._rewound_since(2, epoch=5)
+    assert "rewound the state to epoch 3" in resolver._rewound_since(2), "the epoch unknown: still a possible reason"
