@@ -62,14 +62,30 @@ def schema_drift(table: T.StructType, spec: T.StructType) -> SchemaDrift:
 
 
 def refuse_drift(table: T.StructType, spec: T.StructType, *, sink: str, path: str, epoch: int,
-                 partition: str | None, up_front: bool = False) -> None:
+                 partition: str | None, up_front: bool = False, epoch_column: str | None = None,
+                 append: bool = False) -> None:
     """Raise :class:`SinkSchemaError` when the table's schema differs from the spec's (see :func:`schema_drift`).
 
     ``up_front``: checked before a run's first epoch (nothing of it done, so no recovery comes between the way out
-    and the next run); else at the sink's write, inside an epoch the next run recovers from."""
+    and the next run); else at the sink's write, inside an epoch the next run recovers from. ``epoch_column``:
+    the column an append sink's table has (``append``: the spec's mode is APPEND), by which a changed mode is
+    named as such (probe 15: UPSERT to APPEND was refused as a column to add, whose ALTER would have left the old
+    rows with a null epoch in an append table)."""
     drift = schema_drift(table, spec)
     if not drift:
         return
+    if epoch_column is not None:
+        column = epoch_column.lower()
+        was_upsert = append and any(f.name.lower() == column for f in drift.missing_from_table)
+        was_append = not append and any(f.name.lower() == column for f in drift.missing_from_spec)
+        if was_upsert or was_append:
+            old, new = ("UPSERT", "APPEND") if was_upsert else ("APPEND", "UPSERT")
+            raise SinkSchemaError(
+                sink, epoch, partition, path,
+                f"its mode changed: the SinkSpec is {new}, the table was written by an {old} sink (an append sink's "
+                f"table has the column {epoch_column}); {drift.describe()}",
+                f"change the SinkSpec's mode back to {old}; a sink of another mode needs a table of its own: give "
+                "the SinkSpec another name", up_front=up_front)
     first = "" if up_front else (
         "run `epochal restore` first (the recovery of the failed epoch restores the table's earlier version, "
         "which would undo a change made before it), then ")

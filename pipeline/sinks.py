@@ -72,6 +72,11 @@ class DeltaSink:
             fields.append(T.StructField(EPOCH_COLUMN, T.LongType(), False))
         return T.StructType(fields)
 
+    @property
+    def _mode(self) -> dict:
+        """What :func:`refuse_drift` names a changed mode by."""
+        return {"epoch_column": EPOCH_COLUMN, "append": self.spec.mode is SinkMode.APPEND}
+
     def ensure(self) -> None:
         if not delta_io.is_delta_table(self.path):
             # Retention is the user's: Delta's defaults (log 30 days, removed files 7 days before VACUUM may
@@ -92,7 +97,7 @@ class DeltaSink:
         latest = log.latest_version() if log.exists() else None
         if latest is not None:
             refuse_drift(log.snapshot(latest).schema, self.table_schema, sink=self.spec.name, path=self.path,
-                         epoch=epoch, partition=partition, up_front=True)
+                         epoch=epoch, partition=partition, up_front=True, **self._mode)
 
     def check_input(self, df: DataFrame, *, deletions: bool = True) -> None:
         """Raise if ``df`` lacks a column the sink writes (or, with ``deletions``, its delete column): known from
@@ -126,7 +131,7 @@ class DeltaSink:
         snapshot = None if before is None else log.snapshot(before)
         if snapshot is not None:
             refuse_drift(snapshot.schema, self.table_schema, sink=self.spec.name, path=self.path, epoch=epoch,
-                         partition=partition)
+                         partition=partition, **self._mode)
         self._write(self._conform(df, deletions=True), epoch, snapshot)
         return self._rows_written(before)
 

@@ -82,3 +82,22 @@ def test_a_restore_to_before_an_append_sink_was_added_empties_it_through_the_cli
     assert DeltaTable(str(log_table)).to_pyarrow_table().num_rows == 0, "the log's rows of epoch 1 are rewound"
     assert DeltaTable(str(tmp_path / "warehouse" / "totals")).to_pyarrow_table().to_pylist() == [
         {"key": "a", "total": 1}, {"key": "b", "total": 2}]
+
+
+def test_a_sinks_changed_mode_is_named_as_such(spark, tmp_path, toy_registered):
+    """Found from outside (probe 15): a sink turned from UPSERT to APPEND was refused as a column to add, and the
+    ALTER it advised would have left the old rows with a null epoch in an append table."""
+    from epochal.pipeline.stage import SinkMode
+
+    runner = _runner(spark, tmp_path)
+    runner.run(to=FIRST)
+    toy.write_hour(tmp_path / "landing", 1, [("a", 5)])
+    for name, mode, keys, old in (("log", SinkMode.UPSERT, ("key",), "APPEND"), ("totals", SinkMode.APPEND, (), "UPSERT")):
+        again = EpochRunner(build_deployment(load_settings(tmp_path / "epochal.yaml"), spark))
+        sink = again.d.sinks[name]
+        sink.spec = dataclasses.replace(sink.spec, mode=mode, keys=keys)
+        with pytest.raises(SinkSchemaError) as refused:
+            again.run(to="2026-11-01-01:00")
+        first_line = str(refused.value).splitlines()[0]
+        assert f"its mode changed: the SinkSpec is {mode.name}, the table was written by an {old} sink" in first_line, first_line
+        assert f"change the SinkSpec's mode back to {old}" in first_line and "ALTER TABLE" not in first_line, first_line
