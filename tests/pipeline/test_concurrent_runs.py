@@ -72,6 +72,7 @@ def test_savepoint_and_run_during_an_epoch_are_refused_then_the_savepoint_is_con
 @pytest.mark.slow
 def test_a_second_epochal_run_exits_non_zero_naming_the_holder(spark, tmp_path):
     config = _config(tmp_path, "clickstream")
+    (tmp_path / "landing").mkdir()  # a missing landing folder is refused first, before the lease (probe 13)
     holder = EpochRunner(build_deployment(load_settings(config), spark))
     with holder.d.lease.hold("run"):
         second = subprocess.run([EPOCHAL, "run", "--to", "2026-11-01-00:00", "--config", str(config)],
