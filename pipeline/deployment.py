@@ -54,6 +54,7 @@ class Deployment:
             settings.checkpoints, spark=spark, clock=self.clock, coordinator_cls=CrashAwareCoordinator
         )
         self.storage = self.coordinator.storage
+        self._partitions_checked = False
         self.lease = DeploymentLease(self.storage, settings.checkpoints.lease_timeout_s, self.clock,
                                      preflight=self._before_first_write)
         self.coordinator.fence = self.fence  # the completion commit is fenced, and so is every write below
@@ -95,12 +96,15 @@ class Deployment:
         the state's epoch, now two hours later: two hours of input were never read, and a restore after the start
         was set back replayed source plans of the wrong windows. Flink refuses a changed max parallelism for the
         same reason: it renumbers what the state is keyed by."""
+        if self._partitions_checked:  # once a process: `run` asks before its range check, the lease's preflight again
+            return
         try:
             recorded = self.progress.load().partitions
         except PipelineError:  # a corrupt position file: a restore rewrites it, so it must not be refused here
             return
         configured = self.partitioning.record()
         if recorded is None or recorded == configured:
+            self._partitions_checked = True
             return
         changed = ", ".join(f"{k} {recorded.get(k)} (now {configured[k]})" for k in configured if recorded.get(k) != configured[k])
         raise PartitionsChangedError(

@@ -301,14 +301,16 @@ class KeyedContext:
         return MapState(self._slot(d, namespace, KeyedStateType.MAP))
 
     def reducing(self, d: ReducingStateDescriptor, namespace: str = VOID_NAMESPACE) -> ReducingState:
-        if d.state_type is KeyedStateType.REDUCING and d.py_reduce is None:
+        slot = self._slot(d, namespace, KeyedStateType.REDUCING)
+        if d.py_reduce is None:
             raise StateSchemaError(f"reducing state {d.name!r} has no py_reduce= for per-key use")
-        return ReducingState(self._slot(d, namespace, KeyedStateType.REDUCING), d.py_reduce)
+        return ReducingState(slot, d.py_reduce)
 
     def aggregating(self, d: AggregatingStateDescriptor, namespace: str = VOID_NAMESPACE) -> AggregatingState:
-        if d.state_type is KeyedStateType.AGGREGATING and d.py_add is None:
+        slot = self._slot(d, namespace, KeyedStateType.AGGREGATING)
+        if d.py_add is None:
             raise StateSchemaError(f"aggregating state {d.name!r} has no py_create/py_add/py_result for per-key use")
-        return AggregatingState(self._slot(d, namespace, KeyedStateType.AGGREGATING), d)
+        return AggregatingState(slot, d)
 
     def timer_service(self) -> TimerService:
         """The key's event-time timers (``run_keyed_process(..., timers=, watermark=)``)."""

@@ -230,19 +230,20 @@ def _protocol(protocol: Mapping[str, Any]) -> tuple:
             sorted(_names(protocol.get("readerFeatures"))), sorted(_names(protocol.get("writerFeatures"))))
 
 
-def _metadata(snapshot: VersionSnapshot) -> tuple:
+def _metadata(snapshot: VersionSnapshot) -> dict[str, Any]:
     """What a restore must not change: the table's id, schema, partitioning, properties and format (the
     replay already read the schema and properties into plain values)."""
     plain = _plain(dict(snapshot.metadata or {}))
     form = plain.get("format") if isinstance(plain.get("format"), dict) else {}
-    return (plain.get("id"), snapshot.schema_json, _names(plain.get("partitionColumns")), dict(snapshot.configuration),
-            form.get("provider"), _map(form.get("options")))
+    return {"id": plain.get("id"), "schema": snapshot.schema_json, "partitioning": _names(plain.get("partitionColumns")),
+            "properties": dict(snapshot.configuration), "provider": form.get("provider"),
+            "options": _map(form.get("options"))}
 
 
 def _only_columns_added(target: VersionSnapshot, current: VersionSnapshot) -> bool:
     """``current``'s metadata is ``target``'s but for nullable columns added after its columns."""
     old, new = json.loads(target.schema_json)["fields"], json.loads(current.schema_json)["fields"]
-    same_rest = _metadata(target)[:1] + _metadata(target)[2:] == _metadata(current)[:1] + _metadata(current)[2:]
+    same_rest = _metadata(target) | {"schema": None} == _metadata(current) | {"schema": None}
     return same_rest and len(new) > len(old) and new[: len(old)] == old and all(f.get("nullable") for f in new[len(old):])
 
 
