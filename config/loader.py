@@ -68,6 +68,18 @@ _Yaml12Loader.add_implicit_resolver(
 _Yaml12Loader.add_constructor(_INT_TAG, lambda loader, node: int(loader.construct_scalar(node), 10))
 
 
+def _timestamp_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    """A YAML date or time, or its text where it names none (``2026-13-01``): the key's own check then names the
+    key, the value and its line, instead of PyYAML's bare ``month must be in 1..12``."""
+    try:
+        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)
+    except ValueError:
+        return loader.construct_scalar(node)
+
+
+_Yaml12Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
+
+
 def parse_yaml(text: str) -> Any:
     """Parse YAML text with the loader the configuration uses (YAML 1.2 scalars)."""
     return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass

@@ -223,6 +223,8 @@ def test_unknown_key_in_env_names_the_variable() -> None:
         "config error in EPOCHAL__CHECKPOINTS__RETIAN: unknown key 'checkpoints.retian' (did you mean 'checkpoints.retain'?)"
     )
     assert "EPOCHAL__NOPE" in str(load_error(env={"EPOCHAL__NOPE": "1"}))
+    month13 = load_error(env={"EPOCHAL__PARTITIONS__START": "2026-13-01"})
+    assert (month13.key, month13.source) == ("partitions.start", "EPOCHAL__PARTITIONS__START"), str(month13)
     assert "'landing' has no sub-keys" in str(load_error(env={"EPOCHAL__LANDING__X": "1"}))
 
 
@@ -251,6 +253,10 @@ def test_a_quoted_number_is_read_as_the_number_it_spells(tmp_path: Path) -> None
         ("spark:\n  ui_enabled: maybe\n", "spark.ui_enabled = 'maybe': must be true or false"),
         ("partitions:\n  granularity: weekly\n", "partitions.granularity = 'weekly': must be 'hourly' or 'daily'"),
         ("partitions:\n  start: soon\n", "partitions.start = 'soon': must be a date or datetime"),
+        # dates PyYAML cannot construct: its own ValueError named neither the key nor the line
+        ("partitions:\n  start: 2026-13-01\n", "partitions.start = '2026-13-01': must be a date or datetime"),
+        ("partitions:\n  start: 2026-02-30\n", "partitions.start = '2026-02-30': must be a date or datetime"),
+        ("partitions:\n  start: 2026-11-01T25:00:00Z\n", "partitions.start = '2026-11-01T25:00:00Z': must be a date or"),
         ("partitions:\n  start: 2026-11-01T00:30:00Z\n", "partitions.start = 2026-11-01T00:30:00Z: must be on the hour"),
         ("partitions:\n  granularity: daily\n  start: 2026-11-01T01:00:00Z\n", "partitions.start = 2026-11-01T01:00:00Z: must be midnight UTC"),
         ("dagster:\n  webserver_port: 70000\n", "dagster.webserver_port = 70000: must be <= 65535"),
