@@ -43,8 +43,10 @@ class Options(BaseModel):
 class ReadRows:
     """Stateless: the epoch's planned files -> rows, and the lines that are not rows -> rejected.
 
-    A line that is not JSON, or has no ``key`` or no ``n``, is rejected (to the quarantine sink): keyed state
-    needs a key in every row, and nothing is lost."""
+    A line that is not UTF-8, not JSON or of a wrong type (``"n": "x"``: Spark reads it as null, which would clear
+    the key's total), or has no ``key`` or no ``n``, is rejected (to the quarantine sink): keyed state needs a key
+    in every row, and nothing is lost. A rejected line is kept as valid UTF-8 (an invalid byte becomes U+FFFD), so
+    that every Delta reader opens the sink."""
 
     name, inputs, outputs, keyed_state, operator_state = "read", ("landing",), ("rows", "rejected"), (), ()
 
@@ -53,9 +55,10 @@ class ReadRows:
         if not files:
             return {{"rows": epochal.empty_frame(ctx.spark, ROWS), "rejected": epochal.empty_frame(ctx.spark, REJECTED)}}
         lines = ctx.spark.read.schema(LINES).json(files)
-        reason = (F.when(F.col("_corrupt_record").isNotNull(), "not JSON")
+        bad = F.col("_corrupt_record")
+        reason = (F.when(~F.is_valid_utf8(bad), "not UTF-8").when(bad.isNotNull(), "not JSON, or a wrong type")
                   .when(F.col("key").isNull(), "no key").when(F.col("n").isNull(), "no n"))
-        raw = F.coalesce(F.col("_corrupt_record"), F.to_json(F.struct("key", "n")))
+        raw = F.coalesce(F.make_valid_utf8(bad), F.to_json(F.struct("key", "n")))
         return {{
             "rows": lines.where(reason.isNull()).select("key", "n"),
             "rejected": lines.where(reason.isNotNull()).select(raw.alias("raw"), reason.alias("reason")),
@@ -123,8 +126,9 @@ def test_running_totals(tmp_path):
     for hour, rows in enumerate([[("a", 1), ("b", 2)], [("a", 10), (None, 5)]]):
         folder = tmp_path / "landing" / "dt=2026-11-01" / f"hour={{hour:02d}}"
         folder.mkdir(parents=True)
-        lines = [json.dumps({{"key": k, "n": n}}) for k, n in rows] + (["not json"] if hour else [])
-        (folder / "part-0000.jsonl").write_text("".join(line + "\\n" for line in lines))
+        lines = [json.dumps({{"key": k, "n": n}}) for k, n in rows] + (["not json", '{{"key": "a", "n": "x"}}'] if hour else [])
+        latin1 = b"caf\\xe9\\n" if hour else b""  # a line that is not UTF-8
+        (folder / "part-0000.jsonl").write_bytes("".join(line + "\\n" for line in lines).encode() + latin1)
     config = {{
         "pipeline": "{name}.pipeline:build",
         "landing": "landing",
@@ -137,7 +141,8 @@ def test_running_totals(tmp_path):
     assert [e.checkpoint_status for e in report.epochs] == ["completed", "completed"]
     assert sorted(tuple(r) for r in runner.d.sinks["totals"].read().collect()) == [("a", 11), ("b", 2)]
     rejected = sorted((r["raw"], r["reason"]) for r in runner.d.sinks["quarantine"].read().collect())
-    assert rejected == [("not json", "not JSON"), ('{{"n":5}}', "no key")]  # kept, not lost
+    assert rejected == [("caf\\ufffd", "not UTF-8"), ("not json", "not JSON, or a wrong type"),
+                        ('{{"key": "a", "n": "x"}}', "not JSON, or a wrong type"), ('{{"n":5}}', "no key")]  # kept, not lost
 '''
 
 PYPROJECT = """[build-system]

@@ -112,10 +112,24 @@ class DeltaSink:
         """The sink's columns, cast to its schema (and the delete column, as a boolean, when ``deletions``)."""
         self.check_input(df, deletions=deletions)
         delete = self.spec.delete_column if deletions else None
-        columns = [F.col(f.name).cast(f.dataType).alias(f.name) for f in self.spec.schema.fields]
+        columns = [self._readable(F.col(f.name).cast(f.dataType), f) for f in self.spec.schema.fields]
         if delete:
             columns.append(F.coalesce(F.col(delete).cast("boolean"), F.lit(False)).alias(delete))
         return df.select(*columns)
+
+    def _readable(self, column, field: T.StructField):
+        """``column`` as ``field`` names it; a string column fails the write at a value that is not valid UTF-8.
+
+        Spark keeps a string's bytes as it read them (a ``_corrupt_record``, a text file's line), and Parquet takes
+        them; delta-rs and every Arrow-based reader then refuse to open the whole table ("encountered non UTF-8
+        data"). The check runs in the write's own job, no extra one."""
+        if not isinstance(field.dataType, T.StringType):
+            return column.alias(field.name)
+        problem = (f"sink {self.spec.name!r}, column {field.name!r}: a value is not valid UTF-8 (delta-rs and "
+                   "other Delta readers would refuse the whole table); make it valid in the stage that writes it: "
+                   "F.make_valid_utf8(column), or the line's bytes decoded as ISO-8859-1 as the clickstream example "
+                   "quarantines them")
+        return F.when(F.is_valid_utf8(column) | column.isNull(), column).otherwise(F.raise_error(F.lit(problem))).alias(field.name)
 
     def write(self, df: DataFrame, epoch: int, *, partition: str | None = None) -> int | None:
         """Write one epoch's output (of ``partition``, for errors), idempotently; return the rows it wrote (see

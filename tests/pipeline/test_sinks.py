@@ -229,3 +229,23 @@ def test_an_upsert_key_holding_a_map_is_refused_naming_the_sink():
     schema = T.StructType([T.StructField("tags", T.MapType(T.StringType(), T.StringType())), T.StructField("n", T.LongType())])
     with pytest.raises(ValueError, match=r"sink 'tagged': key\(s\) \['tags'\] hold a map"):
         SinkSpec("tagged", "s.out", SinkMode.UPSERT, schema, keys=("tags",))
+
+
+@pytest.mark.parametrize("mode", [SinkMode.APPEND, SinkMode.UPSERT])
+def test_a_string_that_is_not_utf8_fails_the_write_naming_the_sink_and_column_and_delta_rs_still_opens_it(spark, tmp_path, mode):
+    """A ``_corrupt_record`` keeps the line's bytes: written as they are, delta-rs would refuse the whole table."""
+    from deltalake import DeltaTable
+    from pyspark.sql import functions as F
+
+    keys = ("key",) if mode is SinkMode.UPSERT else ()
+    sink = DeltaSink(spark, str(tmp_path), SinkSpec("quarantine", "s.out", mode, SCHEMA, keys=keys))
+    sink.write(spark.createDataFrame([("caf\u00e9", 1)], SCHEMA), 0)
+    latin1 = spark.range(1).select(F.unhex(F.lit("636166E9")).cast("string").alias("key"), F.lit(2).cast("long").alias("total"))
+    with pytest.raises(Exception) as info:  # Spark's error (the append's TASK_WRITE_FAILED holds it as its cause)
+        sink.write(latin1, 1)
+    assert "sink 'quarantine', column 'key': a value is not valid UTF-8" in str(info.value)
+    assert "F.make_valid_utf8" in str(info.value)
+    assert DeltaTable(str(tmp_path / "quarantine")).to_pyarrow_table().to_pylist() == [
+        {"key": "caf\u00e9", "total": 1, **({"epoch": 0} if mode is SinkMode.APPEND else {})}]
+    sink.write(latin1.select(F.make_valid_utf8("key").alias("key"), "total"), 1)  # the way out the error names
+    assert sorted(r["key"] for r in DeltaTable(str(tmp_path / "quarantine")).to_pyarrow_table().to_pylist()) == ["caf\u00e9", "caf\ufffd"]
