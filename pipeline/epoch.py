@@ -34,7 +34,8 @@ from epochal.errors import EpochalError
 from epochal.pipeline.errors import PipelineError, SinkError, StageError
 from epochal.pipeline.faults import crashpoint
 from epochal.pipeline.lease import LeaseLost
-from epochal.pipeline.sources import SourceBatch, batch_from_position, check_unchanged, planned_bytes, record_fingerprints
+from epochal.pipeline.sources import (SourceBatch, batch_from_position, check_unchanged, planned_bytes, record_fingerprints,
+                                      refuse_missing)
 from epochal.pipeline.stage import Stage
 from epochal.pipeline.steps import StepClock
 from epochal.state.backends.operator import FunctionSnapshotContext, OperatorStateStore, initialize_function
@@ -264,6 +265,7 @@ class EpochTransaction(_CheckpointingTransaction):
             return batch_from_position(source.name, position, key), planned_bytes(position)
         batch = source.plan(self.d.partitioning.info(self.epoch))
         recorded = record_fingerprints(batch)
+        refuse_missing(batch, recorded)
         self.d.fence(f"record the plan of source {source.name} for epoch {self.epoch}")
         storage.write_atomic(path, json.dumps(recorded, sort_keys=True).encode())
         return batch, planned_bytes(recorded)

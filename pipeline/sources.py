@@ -122,6 +122,13 @@ class HourlyFolderSource:
                 action="give HourlyFolderSource the pattern of these files (pattern=), or move them",
                 source=self.name, partition=partition, files=ignored,
             )
+        undecodable = [f.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for f in files if not _utf8(f)]
+        if undecodable:  # the JVM cannot be given the name (Python holds its bytes as surrogates)
+            raise UnreadFilesError(
+                f"{where}: {len(undecodable)} file(s) whose name is not valid UTF-8 (shown with U+FFFD for each "
+                f"bad byte), which Spark cannot be given: {_some(undecodable)}",
+                action="rename them with UTF-8 names", source=self.name, partition=partition, files=undecodable,
+            )
         unsafe = [f for f in files if set(GLOB_CHARACTERS + ":").intersection(f.rstrip("/").rsplit("/", 1)[-1])]
         if unsafe:
             raise UnreadFilesError(
@@ -150,6 +157,14 @@ class HourlyFolderSource:
         files = partition_listing(self.landing, info.partition, self.pattern)[0]  # a listing: no plan, no state
         sizes = [(fingerprint(f) or {}).get("size") for f in files]
         return None if None in sizes else sum(int(s) for s in sizes)
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _some(paths: Sequence[str], shown: int = 5) -> str:
@@ -221,6 +236,20 @@ def record_fingerprints(batch: SourceBatch) -> dict[str, Any]:
     """The plan to record: the source's position plus, per planned file, its :func:`fingerprint`."""
     return {**batch.position, _BATCH: {"partition": batch.partition, "files": list(batch.files)},
             _FINGERPRINTS: {f: fingerprint(f) for f in batch.files}}
+
+
+def refuse_missing(batch: SourceBatch, recorded: dict[str, Any]) -> None:
+    """Raise :class:`UnreadFilesError` if a file the batch lists cannot be found (a link to nothing, a file deleted
+    while the source listed it; a pattern a source of one's own lists is Spark's to expand): before the plan is recorded, so that once it is mended the next run plans again,
+    instead of replaying a plan whose every replay fails to read it."""
+    gone = [f for f in batch.files if recorded[_FINGERPRINTS].get(f) is None and not set(GLOB_CHARACTERS) & set(f)]
+    if gone:
+        raise UnreadFilesError(
+            f"source {batch.name!r}, partition {batch.partition}: {len(gone)} file(s) listed for the epoch that cannot "
+            f"be found (a link to nothing, or deleted while the source listed it): {_some(gone)}",
+            action="put the file back, or remove the name (a dangling link), and run again: the epoch is planned anew",
+            source=batch.name, partition=batch.partition, files=gone,
+        )
 
 
 def planned_bytes(recorded: dict[str, Any]) -> int | None:

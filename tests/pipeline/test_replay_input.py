@@ -109,6 +109,27 @@ def test_a_replay_whose_input_changed_stops_and_a_backfill_replans(spark, tmp_pa
     assert {r.key: r.total for r in runner.d.sinks["totals"].read().collect()} == {"a": 11, "b": 2, "c": 99}
 
 
+def test_a_planned_file_that_cannot_be_found_fails_before_its_plan_is_recorded_and_the_next_run_plans_anew(
+        spark, tmp_path, toy_registered):
+    """A dangling link in an hour folder was planned with no fingerprint: the epoch failed reading it
+    (PATH_NOT_FOUND), and once the link was removed every rerun replayed the recorded plan and failed the same way.
+    Now the plan is refused naming the file, before it is recorded; the next run plans the folder as it is then."""
+    from epochal.pipeline.errors import UnreadFilesError
+
+    landing = tmp_path / "landing"
+    toy.write_hour(landing, 0, [("a", 1)])
+    link = landing / "dt=2026-11-01" / "hour=00" / "part-0001.jsonl"
+    link.symlink_to(tmp_path / "nowhere.jsonl")
+    runner = _runner(spark, tmp_path)
+    with pytest.raises(UnreadFilesError, match=r"1 file\(s\) listed for the epoch that cannot be found .*part-0001\.jsonl"):
+        runner.run(to="2026-11-01-00:00")
+    assert not list((tmp_path / "checkpoints").rglob("*landing*")), "no plan recorded"
+    link.unlink()
+    runner.run(to="2026-11-01-00:00")
+    assert {r.key: r.total for r in runner.d.sinks["totals"].read().collect()} == {"a": 1}
+    assert list((tmp_path / "checkpoints").rglob("*landing*")), "the plan recorded where the first run had none"
+
+
 def test_sinks_keep_delta_defaults_and_a_restore_after_vacuum_rewinds_by_content(spark, tmp_path, toy_registered, caplog):
     landing = tmp_path / "landing"
     for hour, rows in enumerate([[("a", 1)], [("a", 10), ("b", 2)], [("b", 5)]]):

@@ -11,6 +11,7 @@ definition, refused when it is built: test_definition_mistakes.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -316,6 +317,25 @@ def test_a_file_name_spark_would_read_as_a_pattern_or_a_uri_fails_its_plan_namin
     assert raised.value.context["files"] == [f"{landing}/dt=2026-11-01/hour=00/{name}"]
     (landing / "dt=2026-11-01/hour=00" / name).rename(landing / "dt=2026-11-01/hour=00/part2.jsonl")
     assert [Path(f).name for f in source.plan(hours.info(0)).files] == ["part1.jsonl", "part2.jsonl"]
+
+
+def test_a_file_name_that_is_not_utf8_fails_its_plan_naming_it(tmp_path):
+    """``part-\\xe9.jsonl`` (a Latin-1 name) failed the epoch with py4j's "An error occurred while calling o166.add"."""
+    from datetime import datetime, timezone
+
+    from epochal import HourlyFolderSource
+    from epochal.config import Granularity
+    from epochal.pipeline.errors import UnreadFilesError
+    from epochal.pipeline.partitions import Partitioning
+
+    hours = Partitioning(datetime(2026, 11, 1, tzinfo=timezone.utc), Granularity.HOURLY)
+    landing = _landing_with(tmp_path, {"dt=2026-11-01/hour=00/part-0000.jsonl": '{"key": "a", "n": 1}\n'})
+    with open(os.fsencode(landing / "dt=2026-11-01/hour=00") + b"/part-\xe9.jsonl", "w") as latin1:
+        latin1.write('{"key": "b", "n": 1}\n')
+    with pytest.raises(UnreadFilesError, match=re.escape(
+            "1 file(s) whose name is not valid UTF-8 (shown with U+FFFD for each bad byte), which Spark cannot be "
+            f"given: {landing}/dt=2026-11-01/hour=00/part-\ufffd.jsonl. Operator action: rename them")):
+        HourlyFolderSource("landing", str(landing)).plan(hours.info(0))
 
 
 def test_a_file_directly_in_a_day_folder_fails_the_plan_of_every_partition_of_that_day_naming_it(tmp_path):
