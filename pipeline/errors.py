@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from epochal.errors import EpochalError
+from epochal.state.errors import one_line
 
 
 class PipelineError(EpochalError):
@@ -13,42 +14,6 @@ class PipelineError(EpochalError):
 
 class PipelineDefinitionError(PipelineError):
     """The pipeline DAG is malformed (unknown input, cycle, duplicate name)."""
-
-
-_TRACEBACK = "Traceback (most recent call last):"
-
-
-def _first_line(text: str) -> str:
-    """A message's first line; for one carrying a Python traceback (a UDF's error, through Spark's Python worker:
-    "An exception was thrown from the Python worker: Traceback ..."), that line with the error the traceback ends in."""
-    text = text.strip()
-    if _TRACEBACK not in text:
-        lines = text.splitlines()
-        return lines[0] if lines else ""
-    before = text.split(_TRACEBACK, 1)[0].strip().splitlines()
-    trace = text.rsplit(_TRACEBACK, 1)[1].splitlines()[1:]
-    error = next((line for line in trace if line.strip() and not line[0].isspace()), "")
-    return " ".join(part for part in (before[0] if before else "", error.strip()) if part)
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception in one line: for a Java exception raised through py4j, the class and first line of the
-    message of its innermost cause (the task's own error, not "An error occurred while calling o850.writeFiles")."""
-    from py4j.protocol import Py4JJavaError
-
-    if isinstance(exc, Py4JJavaError):
-        try:
-            java = exc.java_exception
-            for _ in range(32):  # a cause chain is short; a cycle must not loop for ever
-                cause = java.getCause()
-                if cause is None:
-                    break
-                java = cause
-            return f"{java.getClass().getSimpleName()}: {_first_line(str(java.getMessage() or ''))}".rstrip(": ")
-        except Exception:  # noqa: BLE001 - the JVM is gone: fall back to the Python text
-            pass
-    first = _first_line(str(exc))
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def computed_lazily(exc: BaseException) -> bool:

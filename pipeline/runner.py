@@ -34,7 +34,7 @@ from epochal.pipeline.sources import run_input_bytes
 from epochal.state.delta.log import DeltaLog
 from epochal.state.errors import EpochalStateError, StateSchemaError
 from epochal.state.delta.paths import to_url
-from epochal.state.session import LazySparkSession, driver_jit, is_short_run
+from epochal.state.session import LazySparkSession, check_master_reachable, driver_jit, is_short_run
 
 log = logging.getLogger("epochal.runner")
 
@@ -311,7 +311,8 @@ class EpochRunner:
     def _check_sources(self) -> None:
         """Before a run's first JVM and before its lease: the sources' own checks, so that a landing folder that
         does not exist fails the run with nothing touched, not even a lease record in a new checkpoint folder
-        (probe 13). Once per runner: a run's later epochs have passed it."""
+        (probe 13); and a standalone master that accepts no connection. Once per runner: a run's later epochs have
+        passed it."""
         spark = self.d.spark
         if self._sources_checked or not isinstance(spark, LazySparkSession) or spark.started:
             return
@@ -325,6 +326,7 @@ class EpochRunner:
                     raise SourceNotFoundError(f"source {source.name!r}: its check() failed: {type(exc).__name__}: {exc}",
                                               action="fix the source's input or its configuration, then run again",
                                               source=source.name) from exc
+        check_master_reachable(self.d.settings.spark.master)  # a standalone master nobody answers at: named now
         self._sources_checked = True
 
     def _short_run(self, first: int, epochs: int, state_bytes: int) -> bool:

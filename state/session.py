@@ -28,6 +28,7 @@ from typing import Any
 
 from epochal.config import Gc, Jit, SparkSettings
 from epochal.state import jvm_archive, jvm_view, resolved_jars
+from epochal.state.errors import SparkStartError
 from epochal.state.driver_jars import default_class_path, delta_packages, driver_class_path, is_local, launcher_class_path
 from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
@@ -248,6 +249,25 @@ def _jvm_stdout_to_stderr():
         os.close(saved)
 
 
+def check_master_reachable(master: str, timeout_s: float = 10.0) -> None:
+    """Raise :class:`SparkStartError` if no master of a standalone ``spark://host:port[,host:port]`` URL accepts a
+    connection: before the JVM starts, instead of Spark's retries for a minute ending in "Cannot call methods on a
+    stopped SparkContext". Other masters (local, yarn, k8s) are Spark's to reach."""
+    import socket
+
+    if not master.startswith("spark://"):
+        return
+    problems = []
+    for address in master[len("spark://"):].split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+                return
+        except (OSError, ValueError) as exc:
+            problems.append(f"{address.strip()}: {exc}")
+    raise SparkStartError(master, ConnectionError("no master accepts a connection (" + "; ".join(problems) + ")"))
+
+
 def build_spark_session(
     settings: SparkSettings | None = None,
     *,
@@ -268,6 +288,7 @@ def build_spark_session(
     settings = settings or SparkSettings()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = spark_conf(settings, app_name=app_name, locations=locations, short_run=short_run)
+    check_master_reachable(conf["spark.master"])
     extra = [p for p in settings.conf.get(resolved_jars.PACKAGES, "").split(",") if p]
     extra += [p for p in spark_packages(locations) if p not in extra]
     conf[resolved_jars.PACKAGES] = delta_packages(extra)
@@ -284,7 +305,10 @@ def build_spark_session(
     preload = _preload_while_the_jvm_starts()
     os.environ[DRIVER_PID_ENV] = str(os.getpid())  # the JVM's environment names its driver (see the constant)
     with _jvm_stdout_to_stderr(), launcher_class_path(class_path):
-        spark = builder.getOrCreate()
+        try:
+            spark = builder.getOrCreate()
+        except Exception as exc:  # py4j's "An error occurred while calling None....SparkSession" names neither
+            raise SparkStartError(conf["spark.master"], exc) from exc
     if preload is not None:
         preload.join()
     started = spark.sparkContext.getConf()

@@ -21,9 +21,10 @@ from tests.support.paths import child_env
 _MAIN = "import sys, tests.support.toy_pipeline as t; t.register(); from epochal.orchestration.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def _cli_without_java(*args: str) -> subprocess.CompletedProcess:
-    """``epochal ARGS`` with the toy pipeline registered and no Java to start."""
-    env = child_env({**os.environ, "JAVA_HOME": "/nonexistent-java", "PATH": "/nonexistent-java/bin:" + os.environ["PATH"]})
+def _cli_without_java(*args: str, **variables: str) -> subprocess.CompletedProcess:
+    """``epochal ARGS`` with the toy pipeline registered, no Java to start, and the environment's ``variables``."""
+    env = child_env({**os.environ, **variables, "JAVA_HOME": "/nonexistent-java",
+                     "PATH": "/nonexistent-java/bin:" + os.environ["PATH"]})
     return subprocess.run([sys.executable, "-c", _MAIN, *args], capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -104,3 +105,22 @@ def test_partitions_changed_since_the_epochs_were_numbered_are_refused_before_an
     moved.unlink()
     after = sorted((p.relative_to(tmp_path), p.stat().st_mtime_ns) for p in tmp_path.glob("**/*") if p.is_file())
     assert after == before, "nothing written"
+
+
+def test_a_standalone_master_nobody_answers_at_is_refused_before_any_work_and_without_a_jvm(tmp_path):
+    """``spark.master: spark://nohost.invalid:7077`` ended after a minute of Spark's retries in py4j's "An error occurred
+    while calling None.org.apache.spark.sql.classic.SparkSession", naming neither the key nor the host, with the lease
+    recorded in a new checkpoint folder. Now the run names both, before any JVM and before anything is written."""
+    import socket
+
+    toy.write_hour(tmp_path / "landing", 0, [("a", 1)])
+    config = _config(tmp_path, tmp_path / "landing")
+    with socket.socket() as unused:  # a loopback port nothing listens on once this socket is closed
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    for master in ("spark://nohost.invalid:7077", f"spark://127.0.0.1:{port}"):
+        result = _cli_without_java("run", "--to", FIRST, "--config", str(config), EPOCHAL__SPARK__MASTER=master)
+        assert result.returncode == 1, result.stderr[-2000:]
+        assert f"epochal: error: Spark did not start with spark.master = '{master}': ConnectionError: no master accepts a connection (" in result.stderr
+        assert "check spark.master" in result.stderr and "Traceback" not in result.stderr
+        _nothing_written(tmp_path)
