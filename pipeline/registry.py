@@ -117,7 +117,8 @@ def resolve_pipeline(ref: str, where: str = KEY) -> Callable[[Settings], Pipelin
 
 def build_pipeline(settings: Settings) -> Pipeline:
     """The pipeline the settings name, built (a factory is called with the settings)."""
-    where = KEY + (f" in {settings._origin}" if settings._origin else "")
+    origin = settings.set_by("pipeline")  # the EPOCHAL__PIPELINE variable when it overrides the file
+    where = KEY + (f" in {origin}" if origin else "")
     target = resolve_pipeline(settings.pipeline, where)
     if isinstance(target, Pipeline):
         _check_max_parallelism(settings, target)

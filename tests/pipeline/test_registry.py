@@ -3,6 +3,7 @@ or an import path ``package.module:factory``: a user's own package, loaded witho
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,19 @@ def test_a_pipeline_name_must_suit_dagster():
 
     with pytest.raises(PipelineDefinitionError, match="pipeline name 'my-totals'"):
         Pipeline(name="my-totals", sources=[], stages=[], sinks=[])
+
+
+def test_a_misspelled_pipeline_from_the_environment_is_named_by_its_variable(user_package, tmp_path, monkeypatch):
+    """``EPOCHAL__PIPELINE`` overrides the file's ``pipeline``: the error blamed the file (probe 17)."""
+    from epochal.config import load_settings
+
+    config = tmp_path / "epochal.yaml"
+    config.write_text(f"pipeline: {user_package}:build\n")
+    monkeypatch.setenv("EPOCHAL__PIPELINE", f"{user_package}:nope")
+    with pytest.raises(PipelineDefinitionError) as caught:
+        build_pipeline(load_settings(config))
+    assert "(config key 'pipeline' in environment variable EPOCHAL__PIPELINE)" in str(caught.value)
+    monkeypatch.delenv("EPOCHAL__PIPELINE")
+    config.write_text(f"pipeline: {user_package}:nope\n")
+    with pytest.raises(PipelineDefinitionError, match=re.escape(f"(config key 'pipeline' in {config})")):
+        build_pipeline(load_settings(config))
