@@ -77,13 +77,48 @@ def commit_actions(path: str, version: int) -> list[dict]:
 
 
 def bytes_added_between(path: str, first: int, last: int) -> int:
-    """Bytes written by the commits ``first..last`` that the log still holds (older ones may be pruned)."""
+    """Bytes of the data and deletion-vector files that the commits ``first..last`` (those the log still holds:
+    older ones may be pruned) added and left live: what a checkpoint at ``last`` adds to one at ``first - 1``.
+
+    A file added and removed again within the range (an epoch's attempt rolled back by a restore or a replay,
+    a file a later epoch rewrote) counts nothing, nor does a file the range removed and added back (a ``RESTORE``
+    commit re-adds the files of the version it restores, written before). Each commit alone is :func:`bytes_added`.
+    """
     fs, root = _fs(delta_log_dir(path))
     try:
         names = {posixpath.basename(str(n)) for n in fs.ls(root, detail=False)}
     except FileNotFoundError:
         return 0
-    return sum(bytes_added(path, v) for v in range(max(first, 0), last + 1) if f"{v:020d}.json" in names)
+    new: dict[str, int] = {}  # file (data path, or a deletion vector's id) -> bytes, added in the range and live
+    dropped: dict[str, int] = {}  # added in the range, then removed: counted again only if added back
+    older: set[str] = set()  # removed in the range without having been added in it: written before the range
+    for version in range(max(first, 0), last + 1):
+        if f"{version:020d}.json" not in names:
+            continue
+        actions = commit_actions(path, version)
+        for action in actions:
+            if "remove" in action:
+                for name, _ in _files(action["remove"]):
+                    if name in new:
+                        dropped[name] = new.pop(name)
+                    elif name not in dropped:
+                        older.add(name)
+        for action in actions:
+            if "add" in action:
+                for name, size in _files(action["add"]):
+                    if name not in older:
+                        new[name] = size
+                        dropped.pop(name, None)
+    return sum(new.values())
+
+
+def _files(action: dict) -> list[tuple[str, int]]:
+    """The files an ``add`` or ``remove`` action names: its data file, and its deletion vector's file if any."""
+    found = [(f"data:{action['path']}", int(action.get("size") or 0))]
+    dv = action.get("deletionVector")
+    if dv and dv.get("storageType") != "i":
+        found.append((f"dv:{dv.get('storageType')}:{dv.get('pathOrInlineDv')}", int(dv.get("sizeInBytes", 0))))
+    return found
 
 
 def bytes_added(path: str, version: int) -> int:
