@@ -74,6 +74,23 @@ class CheckpointResolver:
         to = "empty state" if rewinds[-1].epoch < 0 else f"epoch {rewinds[-1].epoch}"
         return f"a restore after it rewound the state to {to} and removed the checkpoints of the epochs after that"
 
+    def _failure_of(self, checkpoint_id: int) -> str | None:
+        """How checkpoint ``checkpoint_id`` failed, from the statistics' history (Flink's failed checkpoints), if
+        it did: an expired or aborted checkpoint was said to be removed by a restore, or forgotten (probe 18)."""
+        from epochal.state.checkpoint.stats import JsonLinesStatsHistory, StatsStatus
+
+        try:
+            history = JsonLinesStatsHistory(self._storage).load()
+        except Exception:  # noqa: BLE001 - the statistics are only a hint for the reason
+            return None
+        entry = next((e for e in reversed(history) if e.checkpoint_id == checkpoint_id), None)
+        if entry is None or entry.status is not StatsStatus.FAILED:
+            return None
+        reason = entry.failure_reason.name if entry.failure_reason else "a failure"
+        detail = (entry.failure_detail or "").strip().splitlines()
+        return (f"it failed at epoch {entry.epoch} ({reason}{': ' + detail[0][:200] if detail else ''}) and was never "
+                "completed")
+
     def uncommitted_dirs(self, pending_ids: Iterable[int] = ()) -> list[tuple[CheckpointId, str]]:
         """``chk-<id>`` folders that are neither in the store nor pending: left by failed or
         interrupted completions, safe for cleanup to delete."""
@@ -98,9 +115,11 @@ class CheckpointResolver:
             newest = f"the newest retained is {max(retained)}" if retained else "none is retained"
             abandoned = [name for name, taken in savepoints_in_progress(self._storage) if taken == checkpoint_id]
             rewound = self._rewound_since(checkpoint_id, self._epoch_of(found.metadata_path))
+            failed = self._failure_of(checkpoint_id)
             why = (f"it is savepoint '{abandoned[0]}' ({self._storage.savepoint_dir(abandoned[0])}), which was never "
                    "committed: its process died while writing it, and the next savepoint removes its folder"
                    if abandoned else
+                   failed if failed else
                    f"no checkpoint {checkpoint_id} was completed yet ({newest})"
                    if known and checkpoint_id > max(known) else
                    f"{rewound}, the likely reason; else it failed, or retention released it and the store forgot it "

@@ -18,6 +18,7 @@ from epochal.config import load_settings
 from epochal.pipeline.errors import PipelineFailedError
 from epochal.pipeline.registry import build_deployment
 from epochal.pipeline.runner import EpochRunner
+from epochal.state.errors import CheckpointNotRestorable
 from tests.support.user_package import EPOCHS, ROWS_MODULE, TOTALS_MODULE, on_import_path, write_landing
 
 LAST = "2026-11-01-02:00"
@@ -87,6 +88,9 @@ def test_a_restore_clears_the_failure(spark, project):
         runner.run(to=LAST)  # epoch 1's checkpoint fails (tolerated), epoch 2's fails the pipeline
     assert [e.epoch for e in info.value.report.epochs] == [1, 2]
     runner = EpochRunner(build_deployment(load_settings(_configure(project, timeout_s=600)), spark))
+    expired = info.value.report.epochs[0].checkpoint_id
+    with pytest.raises(CheckpointNotRestorable, match=rf"Checkpoint {expired} .* it failed at epoch 1 \(CHECKPOINT_EXPIRED"):
+        runner.restore(expired)  # named as failed (probe 18: "a restore after it rewound the state", or forgotten)
     assert runner.restore().epoch == 0
     assert runner.d.coordinator.pipeline_failure is None
     assert [e.epoch for e in runner.run(to=LAST).epochs] == [1, 2]
