@@ -132,7 +132,8 @@ def test_store_failure_before_commit_leaves_an_uncommitted_folder() -> None:
     assert ack.completion.failure.reason is Reason.FINALIZE_FAILED
     assert durable.storage.exists(durable.storage.metadata_path(2)), "files are never deleted by the coordinator"
     assert durable.store.latest().checkpoint_id == 1
-    with pytest.raises(CheckpointNotFound, match="is not in the completed-checkpoint store: no checkpoint 2 was"):
+    with pytest.raises(CheckpointNotFound, match=r"is not in the completed-checkpoint store: it failed at epoch 1 "
+                                                 r"\(FINALIZE_FAILED: CheckpointStorageError: delta commit conflict\)"):
         coordinator.resolve("chk-2")
     coordinator.trigger(2, TASKS)  # checkpoint 3, pending: a stage writes a full copy into its folder
     durable.storage.write_atomic(durable.storage.child("chk-3", "dedupe.parquet"), b"x")
