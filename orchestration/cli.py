@@ -257,8 +257,24 @@ def _say_rewound(runner, before: int | None) -> None:
               f"{key(before)}, were rewound and are replayed by the next `epochal run`", file=sys.stderr)
 
 
-def _checkpoint_row(key: Callable[[int], str], c, on_history: bool = True, present: bool = True) -> dict[str, Any]:
+def _metadata_found(storage, c) -> tuple[bool, bool]:
+    """Whether a listed snapshot's ``_metadata`` is there, and whether it is corrupt (it no longer reads or verifies
+    against its checksum: a restore refuses it and falls back), read without Spark."""
+    from epochal.state.checkpoint.metadata import deserialize
+
+    if not storage.exists(c.metadata_path):
+        return False, False
+    try:
+        deserialize(storage.read(c.metadata_path), path=c.metadata_path)
+    except Exception:  # noqa: BLE001 - any failure to read it back is what the listing reports
+        return True, True
+    return True, False
+
+
+def _checkpoint_row(key: Callable[[int], str], c, on_history: bool = True, found: tuple[bool, bool] = (True, False)
+                    ) -> dict[str, Any]:
     m = c.metadata
+    present, corrupt = found
     return {
         "id": int(c.checkpoint_id),
         "epoch": int(m.epoch),
@@ -268,6 +284,8 @@ def _checkpoint_row(key: Callable[[int], str], c, on_history: bool = True, prese
         "on_history": on_history,
         # False: its _metadata is gone (a savepoint folder deleted by hand): still in the store, no longer restorable
         "present": present,
+        # True: its _metadata is there but no longer reads or matches its checksum (a restore refuses it)
+        "corrupt": corrupt,
         "kind": m.kind.value,
         "name": m.savepoint_name,  # a savepoint's (None for a checkpoint)
         "created": m.completed_at.isoformat(),
@@ -320,11 +338,11 @@ def cmd_checkpoints(args) -> Any:
     if args.action == "list":
         retained = sorted(store.all(), key=lambda c: int(c.checkpoint_id))
         off = {int(c.checkpoint_id) for c in lineage.off_history(retained)}
-        return {"checkpoints": [_checkpoint_row(key, c, int(c.checkpoint_id) not in off, storage.exists(c.metadata_path))
+        return {"checkpoints": [_checkpoint_row(key, c, int(c.checkpoint_id) not in off, _metadata_found(storage, c))
                                 for c in retained]}
     checkpoint = resolve(args.id)
     on_history = checkpoint.status is not RetentionStatus.RETAINED or not lineage.off_history([checkpoint])
-    row = _checkpoint_row(key, checkpoint, on_history, storage.exists(checkpoint.metadata_path))
+    row = _checkpoint_row(key, checkpoint, on_history, _metadata_found(storage, checkpoint))
     row["handles"] = [h.model_dump(mode="json") for h in checkpoint.metadata.handles]
     row["source_positions"] = checkpoint.metadata.source_positions
     return row

@@ -85,8 +85,9 @@ def checkpoints(document: dict[str, Any]) -> str:
 
 def _status(c: dict[str, Any]) -> str:
     """The retention status, whether the snapshot is off the state's history (restored only when named), and
-    whether its ``_metadata`` is gone (a savepoint folder deleted by hand: listed, no longer restorable)."""
+    whether its ``_metadata`` is gone (a savepoint folder deleted by hand: listed, no longer restorable) or corrupt."""
     notes = ([] if c.get("on_history", True) else ["off history"]) + ([] if c.get("present", True) else ["missing"])
+    notes += ["corrupt"] if c.get("corrupt") else []
     return ", ".join([c["status"], *notes])
 
 

@@ -163,20 +163,23 @@ def test_checkpoints_list_says_which_savepoint_folder_was_deleted_by_hand(tmp_pa
 
     storage = CheckpointStorage(str(tmp_path / "checkpoints"))
     c = coordinator(storage, DeltaCompletedCheckpointStore(None, storage.completed_store_url, max_retained=2))
-    complete(c, 0)
+    first = complete(c, 0)
     gone = complete(c, 0, savepoint="gone")
     complete(c, 0, savepoint="kept")
     shutil.rmtree(tmp_path / "checkpoints" / "savepoints" / "gone")
+    storage.write_atomic(first.metadata_path, b'{"garbage": tru')  # probe 18: a corrupt one was plain "retained"
     (tmp_path / "landing").mkdir()
     config = tmp_path / "epochal.yaml"
     config.write_text(f"pipeline: clickstream\nlanding: {tmp_path / 'landing'}\nwarehouse: {tmp_path / 'warehouse'}\n"
                       f"checkpoints: {{dir: {tmp_path / 'checkpoints'}}}\npartitions: {{start: 2026-11-01T00:00:00Z}}\n")
     assert main(["checkpoints", "list", "--config", str(config), "--json"]) == 0
-    listed = {c["name"] or c["id"]: c["present"] for c in json.loads(capsys.readouterr().out)["checkpoints"]}
-    assert listed == {1: True, "gone": False, "kept": True}
+    listed = {c["name"] or c["id"]: (c["present"], c["corrupt"]) for c in json.loads(capsys.readouterr().out)["checkpoints"]}
+    assert listed == {1: (True, True), "gone": (False, False), "kept": (True, False)}
     assert main(["checkpoints", "list", "--config", str(config)]) == 0
-    lines = {line.split()[2]: line for line in capsys.readouterr().out.splitlines() if "savepoint" in line}
-    assert "retained, missing" in lines["gone"] and "missing" not in lines["kept"], lines
+    out = capsys.readouterr().out.splitlines()
+    lines = {line.split()[2]: line for line in out if "savepoint" in line}
+    assert "retained, missing" in lines["gone"] and "missing" not in lines["kept"] and "corrupt" not in lines["kept"], lines
+    assert any(line.split()[:3] == ["1", "checkpoint", "retained,"] and "retained, corrupt" in line for line in out), out
     assert main(["checkpoints", "inspect", str(int(gone.checkpoint_id)), "--config", str(config)]) == 0
     assert "(retained, missing)" in capsys.readouterr().out
 
