@@ -31,6 +31,8 @@ from epochal.state.errors import CheckpointStorageError
 from epochal.state.fence import Fence, no_fence
 
 log = logging.getLogger(__name__)
+#: The snapshots named off the state's history, each once a process: (restore history, id, what was being done).
+_SAID: set[tuple[str, int, str]] = set()
 
 LINEAGE_FILE = "_lineage.json"
 
@@ -90,7 +92,9 @@ class Lineage:
         entries = list(entries)
         off = {int(e.checkpoint_id) for e in self.off_history(entries)}
         for entry in entries:
-            if int(entry.checkpoint_id) in off:
+            said = (self._path, int(entry.checkpoint_id), doing)
+            if int(entry.checkpoint_id) in off and said not in _SAID:
+                _SAID.add(said)  # once a process: a run looks for a snapshot to restore more than once
                 log.warning("not restoring %s %s: it is off the state's history (a later restore rewound past it, "
                             "and the epochs after that were run again)", describe(entry), doing)
         return ([e for e in entries if int(e.checkpoint_id) not in off],

@@ -51,8 +51,27 @@ def test_a_recovery_at_the_position_keeps_the_savepoints_and_another_deployments
     assert _on([], 3, 2), "a storage without restores has one history"
 
 
+def test_a_snapshot_off_the_history_is_named_once_however_often_a_process_looks_for_one(tmp_path, caplog):
+    """Probe 18: the warning "not restoring savepoint 'half' ... off the state's history" was printed three times in
+    one run, once for each search for a snapshot to restore."""
+    from types import SimpleNamespace
+
+    from epochal.state.checkpoint.lineage import Lineage
+    from epochal.state.checkpoint.storage import CheckpointStorage
+
+    lineage = Lineage(CheckpointStorage(str(tmp_path / "checkpoints")))
+    lineage.record(after=5, epoch=0, restored=1)  # a replay from id 1 after savepoint 5 (epoch 3)
+    savepoint = SimpleNamespace(checkpoint_id=5, is_savepoint=True,
+                                metadata=SimpleNamespace(epoch=3, savepoint_name="half"))
+    with caplog.at_level("WARNING", logger="epochal"):
+        for _ in range(3):
+            assert lineage.split([savepoint], "for a backfill") == ([], [savepoint])
+        assert Lineage(CheckpointStorage(str(tmp_path / "checkpoints"))).split([savepoint], "for a backfill")[1]
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["not restoring savepoint 'half' (id 5, epoch 3) for a backfill"]
+
+
 @pytest.mark.slow
-def test_a_backfill_never_restores_a_savepoint_a_replay_left_behind(spark, tmp_path: Path, toy_registered):
+def test_a_backfill_never_restores_a_savepoint_a_replay_left_behind(spark, tmp_path: Path, toy_registered, caplog):
     runner = _runner(spark, _deploy(tmp_path, interval_epochs=1, retain=2))
     runner.run(to="2026-11-01-02:00")
     runner.savepoint("before-the-late-file")  # epoch 2
@@ -68,8 +87,10 @@ def test_a_backfill_never_restores_a_savepoint_a_replay_left_behind(spark, tmp_p
     with pytest.raises(CheckpointNotRestorable, match="a restore after it rewound the state to epoch 1"):
         runner.restore(replayed)  # the checkpoint of epoch 2 the replay removed: the message says why (probe 12)
 
-    with pytest.raises(PipelineError) as refused:
+    with caplog.at_level("WARNING", logger="epochal"), pytest.raises(PipelineError) as refused:
         runner.run(from_="2026-11-01-03:00", to="2026-11-01-04:00")
+    warned = [r.getMessage() for r in caplog.records if r.getMessage().startswith("not restoring savepoint 'before-the-late-file'")]
+    assert len(warned) == 1, warned  # once, not once for each search of the run (probe 18: three times)
     message = str(refused.value)
     assert "savepoint 'before-the-late-file'" in message and "off the state's history" in message, message
     assert _sinks(runner) == with_late, "nothing rewound"
