@@ -224,6 +224,9 @@ def _parse(data: bytes, path: str) -> dict[str, Any]:
 
 def _verify_checksum(document: dict[str, Any], path: str) -> None:
     stored = document.get("checksum")
+    if stored is None:  # ``{}``, or another JSON file written in its place: "stored None" said nothing
+        keys = ", ".join(sorted(document)[:8]) or "none"
+        raise _corrupt(path, f"it has no checksum, so it is not a checkpoint's metadata (its keys: {keys})")
     if stored != content_checksum(document):
         raise _corrupt(path, f"its checksum does not match its content (stored {stored!r})")
 

@@ -118,6 +118,8 @@ def test_truncated_bytes_are_corrupt_and_name_the_path(cut: int) -> None:
 def test_not_an_object_and_binary_garbage() -> None:
     with pytest.raises(CorruptMetadataError, match="it is not a JSON object"):
         deserialize(b"[1, 2]", path="p")
+    with pytest.raises(CorruptMetadataError, match=r"it has no checksum, so it is not a checkpoint's metadata \(its keys: none\)"):
+        deserialize(b"{}", path="p")  # probe 18: "its checksum does not match its content (stored None)"
     with pytest.raises(CorruptMetadataError, match="not valid JSON"):
         deserialize(b"\xff\xfe\x00", path="p")
 
