@@ -17,6 +17,10 @@ class NoSuchStateError(EpochalError):
     """The state named has no table where it is read; the message says which states the pipeline declares."""
 
 
+class StateReadError(EpochalError):
+    """A state table's version could not be read (its files gone or damaged)."""
+
+
 def read_state(d, stage: str, state: str, checkpoint_id: str | None, limit: int | None) -> dict[str, Any]:
     """``{"stage", "state", "read": what was read, "rows"}`` of deployment ``d``'s ``stage/state``."""
     from epochal.state.delta import io as delta_io
@@ -36,11 +40,24 @@ def read_state(d, stage: str, state: str, checkpoint_id: str | None, limit: int 
         if not delta_io.is_delta_table(path):
             raise _no_state(d.pipeline, stage, state, f"at {path}")
         source = _working_table_source(d)
-    if delta_rs_reaches(path):
-        rows = read_rows(path, version, limit)
-    else:
-        df = delta_io.read_version(d.spark, path, version)
-        rows = [r.asDict(recursive=True) for r in (df.limit(limit) if limit else df).toLocalIterator()]
+    try:
+        if delta_rs_reaches(path):
+            rows = read_rows(path, version, limit)
+        else:
+            df = delta_io.read_version(d.spark, path, version)
+            rows = [r.asDict(recursive=True) for r in (df.limit(limit) if limit else df).toLocalIterator()]
+    except EpochalError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - delta-rs's or Spark's own error (a data file gone): named, in one line
+        from epochal.state.errors import one_line
+
+        at = "" if version is None else f" at version {version}"
+        raise StateReadError(
+            f"state {stage}/{state}: its table {path}{at} cannot be read: {one_line(exc)}",
+            action="its files may be missing or damaged: read another checkpoint (`epochal checkpoints list`), "
+                   "or restore one, which checks its files first",
+            stage=stage, state=state, table=path, version=version,
+        ) from exc
     return {"stage": stage, "state": state, "read": source, "rows": rows}
 
 

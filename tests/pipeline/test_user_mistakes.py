@@ -449,3 +449,19 @@ def test_a_failed_state_write_names_the_state_and_the_line(spark, tmp_path, toy_
     assert "CAST_INVALID_INPUT" in first_line or "NumberFormatException" in first_line, first_line
     assert re.search(r"\(while writing state sum/total; at \S*test_user_mistakes\.py:\d+ in process; Spark computes lazily",
                      first_line), first_line
+
+
+def test_state_read_of_a_table_whose_files_are_gone_names_the_state_in_one_line(spark, tmp_path, toy_registered, capsys):
+    """Probe 18: ``state read --checkpoint N`` with a data file deleted printed delta-rs's raw "Object Store error"."""
+    from epochal.orchestration.cli import main
+
+    toy.write_hour(tmp_path / "landing", 0, [("a", 1)])
+    config = str(_config(tmp_path, tmp_path / "landing"))
+    assert main(["run", "--to", FIRST, "--config", config, "--json"]) == 0
+    for data in (tmp_path / "checkpoints" / "shared" / "sum" / "total").glob("*.parquet"):
+        data.unlink()
+    capsys.readouterr()
+    assert main(["state", "read", "sum", "total", "--checkpoint", "1", "--config", config]) == 1
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("epochal: error:")]
+    assert line.startswith(f"epochal: error: state sum/total: its table {tmp_path / 'checkpoints' / 'shared' / 'sum' / 'total'}"), line
+    assert " cannot be read: " in line and "read another checkpoint" in line, line
