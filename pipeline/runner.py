@@ -34,7 +34,8 @@ from epochal.pipeline.sources import run_input_bytes
 from epochal.state.delta.log import DeltaLog
 from epochal.state.errors import EpochalStateError, StateSchemaError
 from epochal.state.delta.paths import to_url
-from epochal.state.session import LazySparkSession, check_master_reachable, driver_jit, is_short_run
+from epochal.state.master import check_master_reachable
+from epochal.state.session import LazySparkSession, driver_jit, is_short_run
 
 log = logging.getLogger("epochal.runner")
 

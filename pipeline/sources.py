@@ -240,8 +240,8 @@ def record_fingerprints(batch: SourceBatch) -> dict[str, Any]:
 
 def refuse_missing(batch: SourceBatch, recorded: dict[str, Any]) -> None:
     """Raise :class:`UnreadFilesError` if a file the batch lists cannot be found (a link to nothing, a file deleted
-    while the source listed it; a pattern a source of one's own lists is Spark's to expand): before the plan is recorded, so that once it is mended the next run plans again,
-    instead of replaying a plan whose every replay fails to read it."""
+    while the source listed it; a pattern a source of one's own lists is Spark's to expand). Before the plan is
+    recorded, so that once it is mended the next run plans anew, instead of replaying a plan that fails each time."""
     gone = [f for f in batch.files if recorded[_FINGERPRINTS].get(f) is None and not set(GLOB_CHARACTERS) & set(f)]
     if gone:
         raise UnreadFilesError(

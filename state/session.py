@@ -29,6 +29,7 @@ from typing import Any
 from epochal.config import Gc, Jit, SparkSettings
 from epochal.state import jvm_archive, jvm_view, resolved_jars
 from epochal.state.errors import SparkStartError
+from epochal.state.master import check_master_reachable
 from epochal.state.driver_jars import default_class_path, delta_packages, driver_class_path, is_local, launcher_class_path
 from epochal.state.delta.objectstore import S3A_PACKAGES, s3a_conf, spark_packages, uses_s3
 
@@ -247,25 +248,6 @@ def _jvm_stdout_to_stderr():
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
-
-
-def check_master_reachable(master: str, timeout_s: float = 10.0) -> None:
-    """Raise :class:`SparkStartError` if no master of a standalone ``spark://host:port[,host:port]`` URL accepts a
-    connection: before the JVM starts, instead of Spark's retries for a minute ending in "Cannot call methods on a
-    stopped SparkContext". Other masters (local, yarn, k8s) are Spark's to reach."""
-    import socket
-
-    if not master.startswith("spark://"):
-        return
-    problems = []
-    for address in master[len("spark://"):].split(","):
-        host, _, port = address.strip().rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-                return
-        except (OSError, ValueError) as exc:
-            problems.append(f"{address.strip()}: {exc}")
-    raise SparkStartError(master, ConnectionError("no master accepts a connection (" + "; ".join(problems) + ")"))
 
 
 def build_spark_session(

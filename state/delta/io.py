@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -82,20 +83,34 @@ def bytes_added_between(path: str, first: int, last: int) -> int:
 
     A file added and removed again within the range (an epoch's attempt rolled back by a restore or a replay,
     a file a later epoch rewrote) counts nothing, nor does a file the range removed and added back (a ``RESTORE``
-    commit re-adds the files of the version it restores, written before). Each commit alone is :func:`bytes_added`.
+    commit re-adds the files of the version it restores, written before).
     """
     fs, root = _fs(delta_log_dir(path))
     try:
         names = {posixpath.basename(str(n)) for n in fs.ls(root, detail=False)}
     except FileNotFoundError:
         return 0
-    new: dict[str, int] = {}  # file (data path, or a deletion vector's id) -> bytes, added in the range and live
-    dropped: dict[str, int] = {}  # added in the range, then removed: counted again only if added back
-    older: set[str] = set()  # removed in the range without having been added in it: written before the range
-    for version in range(max(first, 0), last + 1):
-        if f"{version:020d}.json" not in names:
-            continue
-        actions = commit_actions(path, version)
+    return _added_and_left_live(commit_actions(path, v) for v in range(max(first, 0), last + 1)
+                                if f"{v:020d}.json" in names)
+
+
+def bytes_added(path: str, version: int) -> int:
+    """Bytes written by commit ``version``: new data files plus new deletion-vector files.
+
+    A commit that marks rows deleted in an existing file removes and re-adds that
+    file with a deletion vector: the re-added file costs nothing new, its
+    deletion vector does.
+    """
+    return _added_and_left_live([commit_actions(path, version)])
+
+
+def _added_and_left_live(commits: Iterable[list[dict]]) -> int:
+    """Bytes of the files (data, deletion vectors) that ``commits``, in order, added and left live, less those they
+    removed without having added them (written before) and then added back."""
+    new: dict[str, int] = {}  # file (data path, or a deletion vector's id) -> bytes, added and live
+    dropped: dict[str, int] = {}  # added, then removed: counted again only if added back
+    older: set[str] = set()  # removed without having been added here: written before
+    for actions in commits:
         for action in actions:
             if "remove" in action:
                 for name, _ in _files(action["remove"]):
@@ -119,32 +134,6 @@ def _files(action: dict) -> list[tuple[str, int]]:
     if dv and dv.get("storageType") != "i":
         found.append((f"dv:{dv.get('storageType')}:{dv.get('pathOrInlineDv')}", int(dv.get("sizeInBytes", 0))))
     return found
-
-
-def bytes_added(path: str, version: int) -> int:
-    """Bytes written by commit ``version``: new data files plus new deletion-vector files.
-
-    A commit that marks rows deleted in an existing file removes and re-adds that
-    file with a deletion vector: the re-added file costs nothing new, its
-    deletion vector does.
-    """
-    actions = commit_actions(path, version)
-    removed = {a["remove"]["path"] for a in actions if "remove" in a}
-    total = 0
-    seen_dv: set[str] = set()
-    for action in actions:
-        add = action.get("add")
-        if not add:
-            continue
-        if add["path"] not in removed:
-            total += int(add.get("size", 0))
-        dv = add.get("deletionVector")
-        if dv and dv.get("storageType") != "i":
-            dv_id = f"{dv.get('storageType')}:{dv.get('pathOrInlineDv')}"
-            if dv_id not in seen_dv:
-                seen_dv.add(dv_id)
-                total += int(dv.get("sizeInBytes", 0))
-    return total
 
 
 @dataclass(frozen=True)
